@@ -1,0 +1,36 @@
+// What every verb gets: the global options and the exit code it sets. Declared once in main.cpp.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace spk::cli {
+
+struct GlobalOptions {
+  std::string cluster_file;  // --cluster / SPARKCTL_CLUSTER; empty = the implicit one-node `local` cluster
+  std::string state_dir;     // --state-dir / SPARKCTL_STATE_DIR; default ~/.local/state/sparkctl
+  std::string log_level = "info";
+  bool json = false;  // --json: machine-readable output on stdout
+};
+
+struct Context {
+  GlobalOptions global;
+  int exit_code = 0;  // set by the verb that ran: 0 ok, 1 failed check/validation, 2 usage or not built
+};
+
+// Exit codes shared by all verbs.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// Registers a verb that exists by name but is not implemented yet: it says so and exits 2.
+void add_not_built(CLI::App& app, Context& ctx, const std::string& name, const std::string& description,
+                   const std::string& issue);
+
+// Prints an error line "sparkctl <verb>: <message> (<fix>)" to stderr.
+void print_error(const std::string& verb, const std::string& what);
+
+}  // namespace spk::cli

@@ -1,0 +1,61 @@
+// sparkctl entry point: global options, verb wiring, logging. Verbs live in cli/<verb>.cpp.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "cli/verbs.h"
+
+namespace {
+
+std::string default_state_dir() {
+  if (const char* e = std::getenv("SPARKCTL_STATE_DIR"); e && *e) return e;
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return std::string(xdg) + "/sparkctl";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.local/state/sparkctl";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spk::cli::Context ctx;
+  ctx.global.state_dir = default_state_dir();
+
+  CLI::App app{"sparkctl: bring a large language model up across a few GPU nodes and keep it serving"};
+  app.set_version_flag("--version", std::string("sparkctl ") + SPARKCTL_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.option_defaults()->always_capture_default();
+
+  app.add_option("--cluster", ctx.global.cluster_file,
+                 "cluster inventory YAML (default: the implicit one-node `local` cluster)")
+      ->envname("SPARKCTL_CLUSTER");
+  app.add_option("--state-dir", ctx.global.state_dir, "where pidfiles, logs and stored choices live")
+      ->envname("SPARKCTL_STATE_DIR");
+  app.add_option("-v,--log-level", ctx.global.log_level, "trace|debug|info|warn|error|off")
+      ->envname("SPARKCTL_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_flag("--json", ctx.global.json, "machine-readable output on stdout");
+
+  app.parse_complete_callback([&ctx] {
+    spdlog::set_level(spdlog::level::from_str(ctx.global.log_level));
+    spdlog::set_pattern("%^[%H:%M:%S.%e] [%l]%$ %v");
+  });
+
+  using namespace spk::cli;
+  setup_recipe(app, ctx);
+  setup_cluster(app, ctx);
+  setup_plan(app, ctx);
+  setup_dev(app, ctx);
+  setup_generate(app, ctx);
+  setup_fabric(app, ctx);
+  setup_not_built_verbs(app, ctx);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  return ctx.exit_code;
+}

@@ -1,0 +1,16 @@
+// One setup_<verb> per cli/<verb>.cpp. main.cpp calls each once; each registers its subcommand.
+#pragma once
+
+#include "cli/context.h"
+
+namespace spk::cli {
+
+void setup_recipe(CLI::App& app, Context& ctx);
+void setup_cluster(CLI::App& app, Context& ctx);
+void setup_plan(CLI::App& app, Context& ctx);
+void setup_dev(CLI::App& app, Context& ctx);
+void setup_generate(CLI::App& app, Context& ctx);
+void setup_fabric(CLI::App& app, Context& ctx);
+void setup_not_built_verbs(CLI::App& app, Context& ctx);
+
+}  // namespace spk::cli
