@@ -1,0 +1,49 @@
+// Tokenizer from a Hugging Face `tokenizer.json`: byte-level BPE with its pre-tokenizer regex
+// (PCRE2, Unicode), NFC normalizer where configured, added/special tokens, decode with byte fallback.
+// Target: id-for-id parity with @huggingface/tokenizers on the real tokenizers in scripts/npm.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/base/status.h"
+
+namespace spk::rt {
+
+class Tokenizer {
+ public:
+  // `path` is a tokenizer.json file or a directory holding one.
+  static Result<std::shared_ptr<Tokenizer>> load(const std::string& path);
+  virtual ~Tokenizer() = default;
+
+  // add_special_tokens: apply the post-processor (e.g. Llama 3's leading <|begin_of_text|>).
+  [[nodiscard]] virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const = 0;
+  [[nodiscard]] virtual std::string decode(const std::vector<int32_t>& ids,
+                                           bool skip_special_tokens) const = 0;
+  // -1 when unknown.
+  [[nodiscard]] virtual int32_t token_to_id(std::string_view token) const = 0;
+  [[nodiscard]] virtual std::string id_to_token(int32_t id) const = 0;
+  // Highest id + 1, added tokens included.
+  [[nodiscard]] virtual size_t vocab_size() const = 0;
+  [[nodiscard]] virtual bool is_special(int32_t id) const = 0;
+};
+
+// Streaming detokenizer: feed ids one at a time, get the newly completed UTF-8 text (holds back bytes
+// of an incomplete multi-byte character until it completes).
+class IncrementalDecoder {
+ public:
+  IncrementalDecoder(std::shared_ptr<const Tokenizer> tok, bool skip_special_tokens);
+  std::string push(int32_t id);
+  std::string finish();  // whatever is left (invalid bytes as U+FFFD)
+
+ private:
+  std::shared_ptr<const Tokenizer> tok_;
+  bool skip_special_;
+  std::vector<int32_t> ids_;
+  size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+};
+
+}  // namespace spk::rt
