@@ -1,0 +1,41 @@
+// A causal LM assembled from layer types, run by a kernels backend. Same model code for every backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "runtime/model/model_config.h"
+#include "runtime/model/step.h"
+
+namespace spk::rt {
+
+struct LoadOptions {
+  std::string backend = "cpu";  // "cpu" (fp32 reference) | "cuda" (when built)
+  int tp_rank = 0;              // tensor parallelism (later issue): this rank's slice
+  int tp_world = 1;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& model_dir, const LoadOptions& opts);
+  virtual ~Model() = default;
+
+  [[nodiscard]] virtual const ModelConfig& config() const = 0;
+  [[nodiscard]] virtual uint64_t weight_bytes() const = 0;        // resident weight bytes on the device
+  [[nodiscard]] virtual uint64_t kv_bytes_per_token() const = 0;  // all layers, K and V
+  // Peak activation bytes for a step of `max_tokens` tokens (memory planner input).
+  [[nodiscard]] virtual uint64_t activation_bytes(int max_tokens) const = 0;
+
+  // (Re)allocates the paged KV pool: num_blocks blocks of block_size tokens, every layer.
+  virtual Status allocate_kv(int num_blocks, int block_size) = 0;
+  [[nodiscard]] virtual int block_size() const = 0;
+  [[nodiscard]] virtual int num_blocks() const = 0;
+
+  // One step. `logits` is resized to batch.logit_rows.size() x vocab_size (fp32, row-major).
+  virtual Status forward(const StepBatch& batch, std::vector<float>& logits) = 0;
+};
+
+}  // namespace spk::rt
