@@ -45,6 +45,8 @@ class SafetensorsFile {
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] const std::vector<TensorInfo>& tensors() const { return tensors_; }
   [[nodiscard]] const TensorInfo* find(std::string_view name) const;
+  // The view's data pointer is 8-byte aligned when the writer padded the header (ours and HF's do) and
+  // the tensor's offset is aligned; consumers that need alignment must check or memcpy.
   [[nodiscard]] TensorView view(const TensorInfo& t) const;
   [[nodiscard]] const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
@@ -53,8 +55,9 @@ class SafetensorsFile {
   std::string path_;
   void* map_ = nullptr;
   size_t map_size_ = 0;
-  const uint8_t* data_ = nullptr;  // start of the data section
-  std::vector<TensorInfo> tensors_;
+  const uint8_t* data_ = nullptr;                     // start of the data section
+  std::vector<TensorInfo> tensors_;                   // sorted by begin (file order)
+  std::map<std::string, size_t, std::less<>> index_;  // name -> index into tensors_
   std::map<std::string, std::string> metadata_;
 };
 
