@@ -1,0 +1,70 @@
+#include "kernels/backend.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace spk {
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor Tensor::reshape(std::vector<int64_t> new_shape) const {
+  Tensor t = *this;
+  t.shape = std::move(new_shape);
+  assert(t.numel() == numel());
+  return t;
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t count) const {
+  assert(!shape.empty() && begin >= 0 && begin + count <= shape[0]);
+  Tensor t = *this;
+  const size_t row_bytes = shape[0] == 0 ? 0 : nbytes() / static_cast<size_t>(shape[0]);
+  t.data = static_cast<uint8_t*>(data) + static_cast<size_t>(begin) * row_bytes;
+  t.shape[0] = count;
+  return t;
+}
+
+std::string describe(const Tensor& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + "] " + std::string(dtype_name(t.dtype));
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {
+  if (opts.name == "cpu") return std::unique_ptr<Backend>(cpu::make_cpu_backend(opts.threads));
+  if (opts.name == "cuda")
+    return make_error("backend 'cuda' is not built in this binary (the CUDA backend is a later issue)",
+                      "use --backend cpu");
+  return make_error("unknown backend '" + opts.name + "'", "use --backend cpu");
+}
+
+// Mirrors transformers' _compute_default_rope_parameters and _compute_llama3_parameters; computed in
+// double and rounded once (HF computes in fp32: <= 1 ulp apart).
+std::vector<float> rope_inv_freq(int rotary_dim, double theta, const Llama3RopeScaling* llama3) {
+  std::vector<float> inv(rotary_dim / 2);
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / rotary_dim);
+    if (llama3) {
+      const double old_ctx = llama3->original_max_position_embeddings;
+      const double low_wavelen = old_ctx / llama3->low_freq_factor;
+      const double high_wavelen = old_ctx / llama3->high_freq_factor;
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_wavelen) {
+        f = f / llama3->factor;
+      } else if (wavelen >= high_wavelen) {  // medium band: smooth interpolation
+        const double smooth = (old_ctx / wavelen - llama3->low_freq_factor) /
+                              (llama3->high_freq_factor - llama3->low_freq_factor);
+        f = (1.0 - smooth) * f / llama3->factor + smooth * f;
+      }
+    }
+    inv[i] = static_cast<float>(f);
+  }
+  return inv;
+}
+
+}  // namespace spk

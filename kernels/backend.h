@@ -1,0 +1,147 @@
+// The backend seam: the model graph (runtime/model) calls these ops; a backend (CPU reference in
+// kernels/cpu, CUDA later) runs them. The same model code drives every backend.
+//
+// Contracts every backend keeps:
+// - Tensors are backend-owned handles: data pointer + dtype + shape + device. Row-major, contiguous.
+//   `storage` keeps the bytes alive (an allocation of the backend, or the mmapped checkpoint the bytes
+//   live in); copies and views share it.
+// - Weights stay in their checkpoint dtype (f32/bf16/f16); activations are f32 on CPU. The CPU backend
+//   converts weights in the inner loop and accumulates in fp32 (what HF does with bf16 upcast to f32).
+// - Per-step metadata (positions, KV slots, sequences, block tables) is given once per step through
+//   begin_step(); rope, kv_write and attention of every layer then use it. A device backend uploads it
+//   once per step into fixed buffers (which is also what CUDA-graph replay needs).
+// - Every op validates shapes and dtypes and names the op and the shapes when they do not fit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "kernels/dtype.h"
+
+namespace spk {
+
+enum class Device : uint8_t { cpu, cuda };
+
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  Device device = Device::cpu;
+  std::shared_ptr<void> storage;
+
+  [[nodiscard]] int64_t numel() const;
+  [[nodiscard]] size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  [[nodiscard]] int rank() const { return static_cast<int>(shape.size()); }
+  // dim(-1) is the last dimension.
+  [[nodiscard]] int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  [[nodiscard]] bool empty() const { return data == nullptr; }
+  template <class T>
+  [[nodiscard]] T* ptr() const {
+    return static_cast<T*>(data);
+  }
+  // Same bytes, another shape (numel must match; asserted).
+  [[nodiscard]] Tensor reshape(std::vector<int64_t> new_shape) const;
+  // Rows [begin, begin+count) of dim 0, sharing storage.
+  [[nodiscard]] Tensor rows(int64_t begin, int64_t count) const;
+};
+
+// "[3, 64] bf16" for error messages.
+std::string describe(const Tensor& t);
+
+// One sequence of the current step (see runtime/model/step.h for the scheduling contract). Its new
+// tokens are rows [q_start, q_start+q_len) of the step; after the step its cache holds ctx_len tokens;
+// its blocks are StepMeta::block_tables[bt_offset, bt_offset + ceil(ctx_len / block_size)).
+struct SeqMeta {
+  int32_t q_start = 0;
+  int32_t q_len = 0;
+  int32_t ctx_len = 0;
+  int32_t bt_offset = 0;
+};
+
+struct StepMeta {
+  int32_t block_size = 0;
+  std::vector<int32_t> positions;  // per new token: its position in its sequence
+  std::vector<int32_t> slots;      // per new token: block_id * block_size + position % block_size
+  std::vector<SeqMeta> seqs;
+  std::vector<int32_t> block_tables;  // all sequences' tables, flattened
+};
+
+struct AttnParams {
+  float scale = 1.0f;      // usually 1/sqrt(head_dim)
+  int sliding_window = 0;  // 0 = full; else key j is visible to query at position p iff p - j < window
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  [[nodiscard]] virtual Device device() const = 0;
+
+  // ---- memory ----
+  // Zero-filled tensor on the device.
+  virtual Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) = 0;
+  // A weight from host bytes of `src_dtype` that stay valid while `keepalive` lives (the mmapped
+  // checkpoint). want == src_dtype: the backend may reference the bytes in place (CPU) or copy them to
+  // the device; want == f32: converted copy. Other conversions are refused.
+  virtual Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
+                                       std::shared_ptr<void> keepalive, DType want) = 0;
+  virtual Status upload(const Tensor& dst, const void* host, size_t bytes) = 0;
+  virtual Status download(const Tensor& src, void* host, size_t bytes) = 0;
+
+  // ---- per step ----
+  // Validates and keeps the metadata for rope / kv_write / attention until the next begin_step.
+  virtual Status begin_step(const StepMeta& meta) = 0;
+
+  // ---- ops (x: [n, ...] f32 activations unless said otherwise) ----
+  // out[i, :] = table[ids[i], :]. table [vocab, d] any float dtype, ids [n] i32, out [n, d] f32.
+  virtual Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // Row-wise RMSNorm over the last dim d = w.numel(): out = x / sqrt(mean(x^2) + eps) * w. x may be
+  // [n, heads, d] (per-head q/k norm). out may alias x.
+  virtual Status rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // residual += delta; out = rmsnorm(residual) * w (the pre-norm transformer's add + norm, fused).
+  virtual Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps,
+                             Tensor& out) = 0;
+  // y[n, out] = x[n, in] . w[out, in]^T (+ bias[out]). w any float dtype; bias f32 or null.
+  virtual Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // Neox-style RoPE (rotate_half, as HF Llama/Qwen) in place on q [n, hq, hd] and k [n, hk, hd] at the
+  // step's positions; inv_freq [hd/2] f32 (already llama3-scaled when the model says so).
+  virtual Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) = 0;
+  // Writes k, v [n, hk, hd] into the caches [num_blocks, block_size, hk, hd] at the step's slots.
+  virtual Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) = 0;
+  // Paged attention with GQA over the step's varlen batch: q [n, hq, hd] -> out [n, hq, hd]. Query at
+  // position p sees cached keys j <= p (causal within the new tokens, full over earlier context),
+  // restricted to p - j < sliding_window when set. hq must be a multiple of hk.
+  virtual Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                           const AttnParams& params, Tensor& out) = 0;
+  // out = silu(gate) * up, all [n, d].
+  virtual Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out[i, :] = x[rows[i], :]; rows [m] i32.
+  virtual Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+
+  // Waits for queued work (no-op on CPU).
+  virtual Status synchronize() { return ok_status(); }
+};
+
+struct BackendOptions {
+  std::string name = "cpu";  // "cpu" | "cuda" (when built)
+  int threads = 0;           // CPU: worker threads, 0 = hardware concurrency
+};
+
+// Error names the backend and what is built when it is unknown or not built.
+Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts);
+
+// HF inverse frequencies for RoPE: 1 / theta^(2i/rotary_dim), i < rotary_dim/2, with Llama 3 frequency
+// scaling when `llama3` is set (factor, low/high freq factors, original context length).
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+std::vector<float> rope_inv_freq(int rotary_dim, double theta, const Llama3RopeScaling* llama3);
+
+}  // namespace spk

@@ -1,0 +1,106 @@
+// CPU backend: memory, host transfer, per-step metadata. The ops live in one file each.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace spk::cpu {
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+Error shape_error(std::string_view op, const std::string& what) {
+  return make_error(std::string(op) + ": " + what, "this is a caller bug in the model graph: report it");
+}
+
+bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+Result<Tensor> CpuBackend::alloc(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  for (int64_t d : t.shape)
+    if (d < 0) return shape_error("alloc", "negative dimension in " + describe(t));
+  const size_t bytes = std::max<size_t>(t.nbytes(), 1);
+  // 64-byte aligned for vector loads; zero-filled so a fresh KV pool reads as zeros.
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p)
+    return make_error("cpu backend: out of memory allocating " + describe(t),
+                      "use a smaller model, fewer KV blocks or a shorter batch");
+  std::memset(p, 0, bytes);
+  t.storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data = p;
+  t.device = Device::cpu;
+  return t;
+}
+
+Result<Tensor> CpuBackend::import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
+                                         std::shared_ptr<void> keepalive, DType want) {
+  if (!is_float(src_dtype))
+    return make_error("import_weight: dtype " + std::string(dtype_name(src_dtype)) + " is not a float type",
+                      "the checkpoint must hold F32, BF16 or F16 weights");
+  if (want == src_dtype) {  // reference the (mmapped) bytes in place
+    Tensor t;
+    t.data = const_cast<void*>(host);
+    t.dtype = src_dtype;
+    t.shape = std::move(shape);
+    t.storage = std::move(keepalive);
+    return t;
+  }
+  if (want != DType::f32)
+    return make_error("import_weight: cannot convert " + std::string(dtype_name(src_dtype)) + " to " +
+                          std::string(dtype_name(want)),
+                      "the CPU backend holds weights as checkpoint dtype or f32");
+  SPK_ASSIGN(Tensor t, alloc(DType::f32, std::move(shape)));
+  load_f32(host, src_dtype, 0, t.numel(), t.ptr<float>());
+  return t;
+}
+
+Status CpuBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
+  if (bytes > dst.nbytes())
+    return shape_error("upload", std::to_string(bytes) + " bytes into " + describe(dst));
+  std::memcpy(dst.data, host, bytes);
+  return ok_status();
+}
+
+Status CpuBackend::download(const Tensor& src, void* host, size_t bytes) {
+  if (bytes > src.nbytes())
+    return shape_error("download", std::to_string(bytes) + " bytes from " + describe(src));
+  std::memcpy(host, src.data, bytes);
+  return ok_status();
+}
+
+Status CpuBackend::begin_step(const StepMeta& meta) {
+  have_step_ = false;
+  if (meta.block_size <= 0) return shape_error("begin_step", "block_size " + std::to_string(meta.block_size));
+  if (meta.slots.size() != meta.positions.size())
+    return shape_error("begin_step", std::to_string(meta.slots.size()) + " slots for " +
+                                         std::to_string(meta.positions.size()) + " positions");
+  token_seq_.assign(meta.positions.size(), -1);
+  for (size_t s = 0; s < meta.seqs.size(); ++s) {
+    const SeqMeta& q = meta.seqs[s];
+    const int64_t nblocks = (static_cast<int64_t>(q.ctx_len) + meta.block_size - 1) / meta.block_size;
+    const std::string which = "sequence " + std::to_string(s);
+    if (q.q_len < 0 || q.q_len > q.ctx_len || q.q_start < 0 ||
+        static_cast<size_t>(q.q_start) + q.q_len > meta.positions.size())
+      return shape_error("begin_step", which + ": q_start " + std::to_string(q.q_start) + ", q_len " +
+                                           std::to_string(q.q_len) + ", ctx_len " +
+                                           std::to_string(q.ctx_len) + " do not fit " +
+                                           std::to_string(meta.positions.size()) + " tokens");
+    if (q.bt_offset < 0 || static_cast<size_t>(q.bt_offset) + nblocks > meta.block_tables.size())
+      return shape_error("begin_step", which + ": block table shorter than ceil(ctx_len / block_size) = " +
+                                           std::to_string(nblocks));
+    for (int32_t i = q.q_start; i < q.q_start + q.q_len; ++i) {
+      if (token_seq_[i] != -1)
+        return shape_error("begin_step", "token row " + std::to_string(i) + " in two sequences");
+      if (meta.positions[i] < 0 || meta.positions[i] >= q.ctx_len)
+        return shape_error("begin_step", which + ": position " + std::to_string(meta.positions[i]) +
+                                             " outside ctx_len " + std::to_string(q.ctx_len));
+      token_seq_[i] = static_cast<int32_t>(s);
+    }
+  }
+  step_ = meta;
+  have_step_ = true;
+  return ok_status();
+}
+
+}  // namespace spk::cpu
