@@ -1,0 +1,108 @@
+// Paged attention over a flattened varlen batch (decode tokens and prefill chunks alike).
+//
+// One block per (token, q head); its 4 warps split the visible keys and keep an online softmax each
+// (running max m, sum l, weighted V acc), merged at the end through shared memory. A lane owns head
+// elements d = lane + 32 i, so the q.k dot is a per-lane FMA chain plus one warp reduction per key.
+// Cost per (token, head): reads ctx * D * 2 (K+V) bf16 values. At decode with short contexts this is
+// small next to the weight stream; long contexts want split-KV across blocks (not built yet).
+#include <cfloat>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace spk::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxElems = 8;  // head_dim <= 256
+
+__global__ void __launch_bounds__(kWarps * 32)
+    paged_attention_kernel(const float* __restrict__ q, const bf16* __restrict__ k_cache,
+                           const bf16* __restrict__ v_cache, const int32_t* __restrict__ seq_of_token,
+                           const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
+                           int max_blocks, int hq, int hk, int d, int bs, int window, float scale,
+                           float* __restrict__ out) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kvh = h / (hq / hk);
+  const int seq = seq_of_token[t];
+  const int pos = positions[t];
+  const int first = window > 0 ? max(0, pos - window + 1) : 0;
+  const int32_t* table = block_tables + static_cast<int64_t>(seq) * max_blocks;
+  const int E = (d + 31) / 32;
+
+  float qr[kMaxElems], acc[kMaxElems];
+  const float* qp = q + (static_cast<int64_t>(t) * hq + h) * d;
+#pragma unroll
+  for (int i = 0; i < kMaxElems; ++i) {
+    const int e = lane + 32 * i;
+    qr[i] = (i < E && e < d) ? qp[e] * scale : 0.0f;
+    acc[i] = 0.0f;
+  }
+  float m = -FLT_MAX, l = 0.0f;
+  for (int j = first + warp; j <= pos; j += kWarps) {
+    const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+    const bf16* kp = k_cache + (slot * hk + kvh) * d;
+    const bf16* vp = v_cache + (slot * hk + kvh) * d;
+    float dot = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxElems; ++i) {
+      const int e = lane + 32 * i;
+      if (i < E && e < d) dot = fmaf(qr[i], __bfloat162float(kp[e]), dot);
+    }
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float m_new = fmaxf(m, dot);
+    const float corr = __expf(m - m_new);
+    const float p = __expf(dot - m_new);
+    l = l * corr + p;
+#pragma unroll
+    for (int i = 0; i < kMaxElems; ++i) {
+      const int e = lane + 32 * i;
+      if (i < E && e < d) acc[i] = acc[i] * corr + p * __bfloat162float(vp[e]);
+    }
+    m = m_new;
+  }
+
+  __shared__ float sm[kWarps], sl[kWarps];
+  __shared__ float sacc[kWarps][kMaxElems * 32];
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxElems; ++i) sacc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float M = -FLT_MAX;
+  for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
+  float L = 0.0f;
+  for (int w = 0; w < kWarps; ++w) L += sl[w] > 0.0f ? sl[w] * __expf(sm[w] - M) : 0.0f;
+  float* op = out + (static_cast<int64_t>(t) * hq + h) * d;
+  for (int e = threadIdx.x; e < d; e += blockDim.x) {
+    float v = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      if (sl[w] > 0.0f) v += sacc[w][e] * __expf(sm[w] - M);
+    op[e] = v / L;
+  }
+}
+
+}  // namespace
+
+Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* seq_of_token,
+                       const int32_t* positions, const int32_t* block_tables, int max_blocks_per_seq,
+                       int n_tokens, int n_q_heads, int n_kv_heads, int head_dim, int block_size, int window,
+                       float scale, float* out, cudaStream_t s) {
+  if (head_dim > 32 * kMaxElems)
+    return make_error("paged_attention: head_dim " + std::to_string(head_dim) + " > 256 is not supported");
+  if (n_q_heads % n_kv_heads != 0)
+    return make_error("paged_attention: " + std::to_string(n_q_heads) + " q heads not a multiple of " +
+                      std::to_string(n_kv_heads) + " kv heads");
+  if (n_tokens == 0) return ok_status();
+  dim3 grid(n_tokens, n_q_heads);
+  paged_attention_kernel<<<grid, kWarps * 32, 0, s>>>(q, k_cache, v_cache, seq_of_token, positions, block_tables,
+                                                      max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim,
+                                                      block_size, window, scale, out);
+  SPK_CUDA_LAUNCH_CHECK();
+  return ok_status();
+}
+
+}  // namespace spk::cuda

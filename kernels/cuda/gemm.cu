@@ -1,0 +1,99 @@
+#include "kernels/cuda/gemm.h"
+
+#include <optional>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace spk::cuda {
+namespace {
+
+__global__ void f32_to_bf16_kernel(const float* x, int64_t n, bf16* y) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16(x[i]);
+}
+
+__global__ void add_bias_kernel(float* y, const bf16* bias, int N) {
+  const int64_t row = blockIdx.y;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
+    y[row * N + i] += __bfloat162float(bias[i]);
+}
+
+}  // namespace
+
+Result<Gemm*> Gemm::create(int max_tokens, int max_k) {
+  auto* g = new Gemm();
+  auto fail = [g](Error e) -> Result<Gemm*> {
+    delete g;
+    return e;
+  };
+  if (auto st = cublasLtCreate(&g->handle_); st != CUBLAS_STATUS_SUCCESS)
+    return fail(cublas_error(st, "cublasLtCreate", __FILE__, __LINE__));
+  g->workspace_bytes_ = 32u << 20;
+  if (auto e = cudaMalloc(&g->workspace_, g->workspace_bytes_); e != cudaSuccess)
+    return fail(cuda_error(e, "cudaMalloc(workspace)", __FILE__, __LINE__));
+  g->xbf_elems_ = static_cast<size_t>(max_tokens) * max_k;
+  if (auto e = cudaMalloc(&g->xbf_, g->xbf_elems_ * sizeof(bf16)); e != cudaSuccess)
+    return fail(cuda_error(e, "cudaMalloc(gemm staging)", __FILE__, __LINE__));
+  return g;
+}
+
+Gemm::~Gemm() {
+  if (xbf_) cudaFree(xbf_);
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+Status Gemm::linear(const bf16* W, const bf16* bias, const float* x, int M, int N, int K, float* y,
+                    cudaStream_t s) {
+  if (M == 0) return ok_status();
+  if (M <= kGemvMaxBatch && K % 8 == 0) return gemv_bf16(W, bias, x, M, N, K, y, s);
+  if (static_cast<size_t>(M) * K > xbf_elems_)
+    return make_error("gemm: " + std::to_string(M) + "x" + std::to_string(K) + " exceeds the staging buffer",
+                      "lower max_num_batched_tokens");
+  const int64_t n = static_cast<int64_t>(M) * K;
+  f32_to_bf16_kernel<<<static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, s>>>(x, n, xbf_);
+  SPK_CUDA_LAUNCH_CHECK();
+
+  // Column-major view: C[N, M] = op(A) B with A = W as [K, N] (transposed), B = x as [K, M].
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  SPK_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  SPK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  SPK_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  SPK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, K, N, K));
+  SPK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
+  SPK_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, N, M, N));
+  cublasLtMatmulPreference_t pref = nullptr;
+  SPK_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  SPK_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &workspace_bytes_, sizeof(workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  SPK_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 1, &heur, &found));
+  std::optional<Error> err;
+  if (found == 0) {
+    err = make_error("cuBLASLt found no algorithm for bf16 " + std::to_string(M) + "x" + std::to_string(N) + "x" +
+                    std::to_string(K));
+  } else {
+    const float alpha = 1.0f, beta = 0.0f;
+    auto r = cublasLtMatmul(handle_, op, &alpha, W, la, xbf_, lb, &beta, y, lc, y, lc, &heur.algo, workspace_,
+                            workspace_bytes_, s);
+    if (r != CUBLAS_STATUS_SUCCESS) err = cublas_error(r, "cublasLtMatmul", __FILE__, __LINE__);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(op);
+  if (err) return *err;
+  if (bias) {
+    dim3 grid((N + 255) / 256, M);
+    add_bias_kernel<<<grid, 256, 0, s>>>(y, bias, N);
+    SPK_CUDA_LAUNCH_CHECK();
+  }
+  return ok_status();
+}
+
+}  // namespace spk::cuda

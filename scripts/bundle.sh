@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the device bundle: bundle/bin/{sparkctl, gpu tests, benches} + bundle/lib/ (the non-system shared
+# libraries they need, found with ldd). RPATH is $ORIGIN/../lib and cudart is static. Not carried:
+# glibc/libstdc++ (the target's are newer), the CUDA driver, cuBLAS(Lt) and NCCL (too large: take the
+# target machine's; scripts/device-env.sh points LD_LIBRARY_PATH at them).
+#   scripts/bundle.sh [extra targets...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SPARKCTL_NO_BUILD=1 scripts/setup.sh
+BUILD=build-bundle
+cmake -S . -B "$BUILD" -G Ninja -DSPARKCTL_STATIC_BUNDLE=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+TARGETS=(sparkctl cuda_kernels_test bench_cuda_kernels "$@")
+avail=()
+for t in "${TARGETS[@]}"; do
+  if ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1; then avail+=("$t"); fi
+done
+ninja -C "$BUILD" -j "$(nproc)" "${avail[@]}"
+rm -rf bundle && mkdir -p bundle/bin bundle/lib
+for t in "${avail[@]}"; do
+  f=$(find "$BUILD" -type f -name "$t" -perm -u+x | head -1)
+  cp "$f" bundle/bin/
+done
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcublas|libnccl|libnvidia)'
+for f in bundle/bin/*; do
+  ldd "$f" | awk '/=> \//{print $1" "$3}' | while read -r name path; do
+    [[ $name =~ $skip ]] && continue
+    [ -f "bundle/lib/$name" ] || cp -L "$path" "bundle/lib/$name"
+  done
+done
+cp scripts/device-env.sh bundle/
+du -sh bundle bundle/lib

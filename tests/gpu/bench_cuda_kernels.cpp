@@ -1,0 +1,150 @@
+// Benchmark (prints figures; not a test): the bf16 GEMV at the Llama-3.1-8B shapes against the measured
+// device copy bandwidth, plus the GEMM at prefill sizes. Usage: bench_cuda_kernels [iters]
+//
+// Roofline: a GEMV reads N*K*2 bytes of weights (x and y are noise); time floor = bytes / copy bandwidth.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm.h"
+
+using spk::cuda::bf16;
+
+namespace {
+
+#define CK(x)                                                                   \
+  do {                                                                          \
+    auto e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));             \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+__attribute__((unused)) void fill(void* p, size_t bytes) {
+  std::vector<uint16_t> h(bytes / 2);
+  uint64_t s = 88172645463325252ull;
+  for (auto& v : h) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    v = static_cast<uint16_t>(0x3c00 + (s & 0x3ff));  // bf16 values in [1, 2) scaled below by sign bits
+  }
+  CK(cudaMemcpy(p, h.data(), bytes, cudaMemcpyHostToDevice));
+}
+
+float time_ms(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 50;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+
+  // Copy ceiling: 2 GiB device-to-device, counting read + write.
+  const size_t copy_bytes = size_t(2) << 30;
+  void *ca, *cb;
+  CK(cudaMalloc(&ca, copy_bytes));
+  CK(cudaMalloc(&cb, copy_bytes));
+  CK(cudaMemset(ca, 1, copy_bytes));
+  for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e0));
+  for (int i = 0; i < 10; ++i) CK(cudaMemcpyAsync(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  const double copy_bw = 2.0 * copy_bytes * 10 / (time_ms(e0, e1) * 1e-3) / 1e9;
+  std::printf("device copy bandwidth (read+write): %.0f GB/s\n", copy_bw);
+  CK(cudaFree(ca));
+  CK(cudaFree(cb));
+
+  struct Shape { const char* name; int N, K, per_token; };  // per_token: how many per decode token (32 layers)
+  const Shape shapes[] = {{"qkv 6144x4096", 6144, 4096, 32},   {"o 4096x4096", 4096, 4096, 32},
+                          {"gate_up 28672x4096", 28672, 4096, 32}, {"down 4096x14336", 4096, 14336, 32},
+                          {"lm_head 128256x4096", 128256, 4096, 1}};
+  std::printf("\n%-22s %5s %10s %10s %8s\n", "GEMV bf16", "batch", "us", "GB/s", "%copy");
+  double token_us[9] = {0};
+  double token_bytes = 0;
+  for (const auto& sh : shapes) {
+    const size_t wbytes = size_t(sh.N) * sh.K * 2;
+    const int copies = wbytes < (size_t(256) << 20) ? 4 : 1;  // rotate so L2 (60 MB) never holds W
+    std::vector<void*> W(copies);
+    for (auto& w : W) {
+      CK(cudaMalloc(&w, wbytes));
+      fill(w, wbytes);
+    }
+    float *x, *y;
+    CK(cudaMalloc(&x, size_t(8) * sh.K * 4));
+    CK(cudaMalloc(&y, size_t(8) * sh.N * 4));
+    CK(cudaMemset(x, 0x3f, size_t(8) * sh.K * 4));
+    token_bytes += double(wbytes) * sh.per_token;
+    for (int b : {1, 2, 4, 8}) {
+      for (int i = 0; i < 3; ++i)
+        (void)spk::cuda::gemv_bf16(static_cast<bf16*>(W[i % copies]), nullptr, x, b, sh.N, sh.K, y, nullptr);
+      CK(cudaEventRecord(e0));
+      for (int i = 0; i < iters; ++i)
+        (void)spk::cuda::gemv_bf16(static_cast<bf16*>(W[i % copies]), nullptr, x, b, sh.N, sh.K, y, nullptr);
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaGetLastError());
+      const double us = time_ms(e0, e1) * 1e3 / iters;
+      const double gbs = wbytes / (us * 1e-6) / 1e9;
+      std::printf("%-22s %5d %10.1f %10.0f %7.1f%%\n", sh.name, b, us, gbs, 100.0 * gbs / copy_bw);
+      token_us[b] += us * sh.per_token;
+    }
+    for (auto& w : W) CK(cudaFree(w));
+    CK(cudaFree(x));
+    CK(cudaFree(y));
+  }
+  std::printf("\nLlama-3.1-8B linear layers per decode token: %.2f GB of weights\n", token_bytes / 1e9);
+  for (int b : {1, 2, 4, 8})
+    std::printf("  batch %d: GEMVs %.0f us/token-step -> %.0f steps/s (roofline %.0f steps/s at copy bandwidth)\n", b,
+                token_us[b], 1e6 / token_us[b], copy_bw * 1e9 / token_bytes);
+
+  // GEMM at prefill sizes (cuBLASLt bf16, fp32 out).
+  auto g = spk::cuda::Gemm::create(8192, 14336);
+  if (!g.ok()) {
+    std::fprintf(stderr, "%s\n", g.error().what().c_str());
+    return 1;
+  }
+  std::unique_ptr<spk::cuda::Gemm> gemm(*g);
+  std::printf("\n%-22s %6s %10s %10s\n", "GEMM bf16 (cuBLASLt)", "M", "us", "TFLOP/s");
+  for (const auto& sh : shapes) {
+    void* W;
+    CK(cudaMalloc(&W, size_t(sh.N) * sh.K * 2));
+    fill(W, size_t(sh.N) * sh.K * 2);
+    for (int m : {1024, 8192}) {
+      if (size_t(m) * sh.N * 4 > (size_t(8) << 30)) continue;
+      float *x, *y;
+      CK(cudaMalloc(&x, size_t(m) * sh.K * 4));
+      CK(cudaMalloc(&y, size_t(m) * sh.N * 4));
+      CK(cudaMemset(x, 0x3c, size_t(m) * sh.K * 4));
+      for (int i = 0; i < 2; ++i) (void)gemm->linear(static_cast<bf16*>(W), nullptr, x, m, sh.N, sh.K, y, nullptr);
+      CK(cudaEventRecord(e0));
+      const int it = 10;
+      for (int i = 0; i < it; ++i) {
+        auto st = gemm->linear(static_cast<bf16*>(W), nullptr, x, m, sh.N, sh.K, y, nullptr);
+        if (!st.ok()) {
+          std::fprintf(stderr, "%s\n", st.error().what().c_str());
+          return 1;
+        }
+      }
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      const double us = time_ms(e0, e1) * 1e3 / it;
+      std::printf("%-22s %6d %10.1f %10.1f\n", sh.name, m, us, 2.0 * m * sh.N * sh.K / (us * 1e-6) / 1e12);
+      CK(cudaFree(x));
+      CK(cudaFree(y));
+    }
+    CK(cudaFree(W));
+  }
+  return 0;
+}
