@@ -1,0 +1,344 @@
+#include "runtime/serve/openai_protocol.h"
+
+#include <cmath>
+
+namespace spk::rt {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMaxJsonDepth = 64;  // real requests nest ~6 deep; this bounds parser/destructor work
+
+// Bracket nesting outside strings; rejects pathological bodies before nlohmann builds a tree.
+int json_depth(std::string_view s) {
+  int depth = 0, max_depth = 0;
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc)
+        esc = false;
+      else if (c == '\\')
+        esc = true;
+      else if (c == '"')
+        in_str = false;
+    } else if (c == '"') {
+      in_str = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+// Field readers: absent or null leaves `out` untouched; a wrong type or range sets `err`.
+struct Reader {
+  const json& j;
+  std::optional<ApiError> err;
+
+  const json* get(const char* key) {
+    if (err) return nullptr;
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  void fail(const char* key, const std::string& why) {
+    if (!err) err = api_error(400, std::string("'") + key + "' " + why, key);
+  }
+  bool boolean(const char* key, bool& out) {
+    const json* v = get(key);
+    if (!v) return false;
+    if (!v->is_boolean()) return fail(key, "must be a boolean"), false;
+    out = v->get<bool>();
+    return true;
+  }
+  bool number(const char* key, float& out, double lo, double hi, const char* range) {
+    const json* v = get(key);
+    if (!v) return false;
+    if (!v->is_number()) return fail(key, "must be a number"), false;
+    double d = v->get<double>();
+    if (!(d >= lo && d <= hi) || !std::isfinite(d))
+      return fail(key, "is " + v->dump() + ", must be in " + range), false;
+    out = static_cast<float>(d);
+    return true;
+  }
+  bool integer(const char* key, int& out, int64_t lo, int64_t hi, const char* range) {
+    const json* v = get(key);
+    if (!v) return false;
+    if (!v->is_number_integer()) return fail(key, "must be an integer, got " + v->dump()), false;
+    int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) return fail(key, "is " + std::to_string(x) + ", must be " + range), false;
+    out = static_cast<int>(x);
+    return true;
+  }
+  void string(const char* key, std::string& out) {
+    const json* v = get(key);
+    if (!v) return;
+    if (!v->is_string()) return fail(key, "must be a string");
+    out = v->get<std::string>();
+  }
+  void token_ids(const char* key, std::vector<int32_t>& out) {
+    const json* v = get(key);
+    if (!v) return;
+    if (!v->is_array()) return fail(key, "must be an array of token ids");
+    for (const auto& e : *v) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
+        return fail(key, "must hold non-negative integer token ids, got " + e.dump());
+      out.push_back(static_cast<int32_t>(e.get<int64_t>()));
+    }
+  }
+};
+
+void parse_common(Reader& r, ApiRequest& q, const ProtocolLimits& lim) {
+  auto& g = q.gen;
+  r.string("model", q.model);
+  r.boolean("stream", q.stream);
+  if (const json* so = r.get("stream_options")) {
+    if (!so->is_object())
+      r.fail("stream_options", "must be an object");
+    else if (auto it = so->find("include_usage"); it != so->end() && !it->is_null()) {
+      if (!it->is_boolean())
+        r.fail("stream_options", "include_usage must be a boolean");
+      else
+        q.include_usage = it->get<bool>();
+    }
+  }
+  r.integer("n", q.n, 1, lim.max_n, ("between 1 and " + std::to_string(lim.max_n)).c_str());
+  r.number("temperature", g.temperature, 0.0, 2.0, "[0, 2]");
+  r.number("top_p", g.top_p, 1e-9, 1.0, "(0, 1]");
+  if (r.integer("top_k", g.top_k, -1, INT32_MAX, ">= -1 (-1 or 0 = off)") && g.top_k < 0) g.top_k = 0;
+  r.number("min_p", g.min_p, 0.0, 1.0, "[0, 1]");
+  r.number("presence_penalty", g.presence_penalty, -2.0, 2.0, "[-2, 2]");
+  r.number("frequency_penalty", g.frequency_penalty, -2.0, 2.0, "[-2, 2]");
+  r.number("repetition_penalty", g.repetition_penalty, 1e-6, 1e6, "> 0");
+  if (const json* s = r.get("seed")) {
+    if (!s->is_number_integer())
+      r.fail("seed", "must be an integer");
+    else
+      g.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
+  }
+  // max_completion_tokens (new name) wins over max_tokens (old name) when both are given.
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (r.integer(key, g.max_tokens, 1, INT32_MAX, ">= 1")) q.max_tokens_given = true;
+  if (const json* s = r.get("stop")) {
+    if (s->is_string()) {
+      g.stop.push_back(s->get<std::string>());
+    } else if (s->is_array() && s->size() <= 4) {
+      for (const auto& e : *s) {
+        if (!e.is_string() || e.get<std::string>().empty()) {
+          r.fail("stop", "must hold non-empty strings");
+          break;
+        }
+        g.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      r.fail("stop", "must be a string or an array of at most 4 strings");
+    }
+    if (g.stop.size() == 1 && g.stop[0].empty()) g.stop.clear();
+  }
+  r.token_ids("stop_token_ids", g.stop_token_ids);
+  r.boolean("ignore_eos", g.ignore_eos);
+}
+
+}  // namespace
+
+json ApiError::body() const {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+ApiError api_error(int status, std::string message, std::string param, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  if (!type.empty()) e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool chat,
+                                                 const ProtocolLimits& lim) {
+  if (json_depth(body) > kMaxJsonDepth)
+    return api_error(400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return api_error(400, "request body is not valid JSON");
+  if (!j.is_object()) return api_error(400, "request body must be a JSON object");
+
+  ApiRequest q;
+  q.chat = chat;
+  Reader r{j, std::nullopt};
+  parse_common(r, q, lim);
+  if (r.err) return *r.err;
+  if (q.model.empty()) return api_error(400, "'model' is required", "model");
+  if (q.model != lim.served_model_name)
+    return api_error(
+        404,
+        "The model `" + q.model + "` does not exist (this server serves `" + lim.served_model_name + "`)",
+        "model", "NotFoundError", "model_not_found");
+
+  if (chat) {
+    const json* m = r.get("messages");
+    if (!m || !m->is_array() || m->empty())
+      return api_error(400, "'messages' must be a non-empty array", "messages");
+    for (const auto& msg : *m)
+      if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+        return api_error(400, "every message must be an object with a string 'role'", "messages");
+    q.messages = *m;
+    if (const json* t = r.get("tools")) {
+      if (!t->is_array()) return api_error(400, "'tools' must be an array", "tools");
+      q.tools = *t;
+    }
+    if (const json* k = r.get("chat_template_kwargs")) {
+      if (!k->is_object())
+        return api_error(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      q.chat_template_kwargs = *k;
+    }
+    r.boolean("add_generation_prompt", q.add_generation_prompt);
+    r.boolean("logprobs", q.logprobs);
+    r.integer("top_logprobs", q.top_logprobs, 0, lim.max_top_logprobs,
+              ("between 0 and " + std::to_string(lim.max_top_logprobs)).c_str());
+  } else {
+    const json* p = r.get("prompt");
+    if (!p) return api_error(400, "'prompt' is required", "prompt");
+    if (p->is_string()) {
+      q.prompt = p->get<std::string>();
+    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+      q.prompt = (*p)[0].get<std::string>();
+    } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+      r.token_ids("prompt", q.prompt_ids);
+      q.prompt_is_ids = true;
+    } else {
+      return api_error(400,
+                       "'prompt' must be a string, a one-element array of strings or an array of token ids",
+                       "prompt");
+    }
+    int lp = -1;
+    if (r.integer("logprobs", lp, 0, lim.max_top_logprobs,
+                  ("between 0 and " + std::to_string(lim.max_top_logprobs)).c_str())) {
+      q.logprobs = true;
+      q.top_logprobs = lp;
+    }
+    r.boolean("echo", q.echo);
+    if (q.echo) return api_error(400, "'echo' is not supported by this server", "echo");
+  }
+  if (r.err) return *r.err;
+  return q;
+}
+
+json Usage::to_json() const {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+namespace {
+
+json finish(const Choice& c) { return c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason); }
+
+json completion_logprobs(const Choice& c) {
+  json offsets = json::array();
+  return {{"tokens", c.token_texts},
+          {"token_logprobs", c.token_logprobs},
+          {"top_logprobs", nullptr},
+          {"text_offset", offsets}};
+}
+
+json chat_logprobs(const Choice& c) {
+  json content = json::array();
+  for (size_t i = 0; i < c.token_texts.size(); ++i) {
+    const std::string& t = c.token_texts[i];
+    content.push_back(
+        {{"token", t},
+         {"logprob", c.token_logprobs[i]},
+         {"bytes", std::vector<int>(reinterpret_cast<const unsigned char*>(t.data()),
+                                    reinterpret_cast<const unsigned char*>(t.data()) + t.size())},
+         {"top_logprobs", json::array()}});
+  }
+  return {{"content", content}};
+}
+
+json envelope(const std::string& id, const char* object, int64_t created, const std::string& model) {
+  return {{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+}  // namespace
+
+json completion_response(const std::string& id, int64_t created, const std::string& model,
+                         const std::vector<Choice>& choices, const Usage& usage, bool logprobs) {
+  json out = envelope(id, "text_completion", created, model);
+  json cs = json::array();
+  for (const auto& c : choices)
+    cs.push_back({{"index", c.index},
+                  {"text", c.text},
+                  {"logprobs", logprobs ? completion_logprobs(c) : json(nullptr)},
+                  {"finish_reason", finish(c)}});
+  out["choices"] = cs;
+  out["usage"] = usage.to_json();
+  return out;
+}
+
+json chat_response(const std::string& id, int64_t created, const std::string& model,
+                   const std::vector<Choice>& choices, const Usage& usage, bool logprobs) {
+  json out = envelope(id, "chat.completion", created, model);
+  json cs = json::array();
+  for (const auto& c : choices)
+    cs.push_back({{"index", c.index},
+                  {"message", {{"role", "assistant"}, {"content", c.text}}},
+                  {"logprobs", logprobs ? chat_logprobs(c) : json(nullptr)},
+                  {"finish_reason", finish(c)}});
+  out["choices"] = cs;
+  out["usage"] = usage.to_json();
+  return out;
+}
+
+json completion_chunk(const std::string& id, int64_t created, const std::string& model, const Choice& d,
+                      bool logprobs) {
+  json out = envelope(id, "text_completion", created, model);
+  out["choices"] = json::array({{{"index", d.index},
+                                 {"text", d.text},
+                                 {"logprobs", logprobs ? completion_logprobs(d) : json(nullptr)},
+                                 {"finish_reason", finish(d)}}});
+  return out;
+}
+
+json chat_chunk(const std::string& id, int64_t created, const std::string& model, const Choice& d, bool first,
+                bool logprobs) {
+  json out = envelope(id, "chat.completion.chunk", created, model);
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!d.text.empty() || first) delta["content"] = d.text;
+  out["choices"] = json::array({{{"index", d.index},
+                                 {"delta", delta},
+                                 {"logprobs", logprobs ? chat_logprobs(d) : json(nullptr)},
+                                 {"finish_reason", finish(d)}}});
+  return out;
+}
+
+json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                 const Usage& u) {
+  json out = envelope(id, chat ? "chat.completion.chunk" : "text_completion", created, model);
+  out["choices"] = json::array();
+  out["usage"] = u.to_json();
+  return out;
+}
+
+json models_response(const std::string& model, int64_t created, int max_model_len) {
+  return {{"object", "list"},
+          {"data", json::array({{{"id", model},
+                                 {"object", "model"},
+                                 {"created", created},
+                                 {"owned_by", "sparkctl"},
+                                 {"max_model_len", max_model_len}}})}};
+}
+
+std::string sse_event(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace spk::rt

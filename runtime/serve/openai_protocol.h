@@ -1,0 +1,111 @@
+// OpenAI wire format: request parsing + validation for /v1/completions and /v1/chat/completions, and
+// the JSON of responses, stream chunks and errors. Pure functions, no I/O: every malformed or out-of-range
+// field becomes an ApiError (status + OpenAI-style body) naming the field, never an exception.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace spk::rt {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field; empty when none
+  std::string code;
+  // {"error": {"message", "type", "param", "code"}} (param/code null when empty).
+  [[nodiscard]] nlohmann::json body() const;
+};
+
+ApiError api_error(int status, std::string message, std::string param = {}, std::string type = {},
+                   std::string code = {});
+
+// The sampling knobs of a request; mirrors rt::SamplingParams (runtime/sampler/sampler.h) field by field
+// so that this file does not depend on the sampler's build.
+struct GenerationParams {
+  float temperature = 1.0f;  // 0 = greedy
+  int top_k = 0;             // 0 = off (-1 accepted as off, like vLLM)
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int max_tokens = 16;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+struct ApiRequest {
+  bool chat = false;
+  std::string model;
+  // /v1/completions: text prompt, or token ids when prompt_is_ids.
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+  // /v1/chat/completions
+  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::json tools;                                            // null when absent
+  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // e.g. {"enable_thinking": false}
+  bool add_generation_prompt = true;
+
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a final chunk with usage
+  int n = 1;
+  bool logprobs = false;  // chat: logprobs=true; completions: logprobs=<int> (0 = chosen token only)
+  int top_logprobs = 0;
+  bool echo = false;
+  bool max_tokens_given = false;  // else chat runs up to max_model_len, completions default to 16
+  GenerationParams gen;
+};
+
+struct ProtocolLimits {
+  std::string served_model_name;
+  int max_n = 16;
+  int max_top_logprobs = 0;  // top-k alternatives are not built: only the chosen token's logprob
+};
+
+// Parses and validates a request body. `chat` selects the route's schema.
+std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool chat, const ProtocolLimits& lim);
+
+// One finished (or streamed) choice.
+struct Choice {
+  int index = 0;
+  std::string text;
+  std::vector<std::string> token_texts;  // logprobs: one entry per generated token
+  std::vector<float> token_logprobs;
+  std::string finish_reason;  // "stop" | "length" | "" (still running, streams only)
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// Full responses. `id` like "cmpl-…"/"chatcmpl-…", `created` unix seconds.
+nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model,
+                                   const std::vector<Choice>& choices, const Usage& usage, bool logprobs);
+nlohmann::json chat_response(const std::string& id, int64_t created, const std::string& model,
+                             const std::vector<Choice>& choices, const Usage& usage, bool logprobs);
+// Stream chunks: one choice delta; `first` adds the assistant role (chat). usage chunk has no choices.
+nlohmann::json completion_chunk(const std::string& id, int64_t created, const std::string& model,
+                                const Choice& delta, bool logprobs);
+nlohmann::json chat_chunk(const std::string& id, int64_t created, const std::string& model,
+                          const Choice& delta, bool first, bool logprobs);
+nlohmann::json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
+                           const Usage& usage);
+nlohmann::json models_response(const std::string& model, int64_t created, int max_model_len);
+
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::json& j);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+}  // namespace spk::rt

@@ -1,0 +1,27 @@
+// One generation request as the scheduler sees it: token ids, how many of them already sit in the KV
+// cache, and the blocks that hold them. Prompt and generated tokens are one list, so a preempted
+// sequence simply recomputes all of them (vLLM V1's "num_computed_tokens" view).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace spk::rt {
+
+enum class SeqState { waiting, running, finished };
+
+struct Sequence {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  int prompt_len = 0;
+  int num_computed = 0;  // tokens[0, num_computed) have their KV in block_table
+  std::vector<int32_t> block_table;
+  SeqState state = SeqState::waiting;
+  int num_preemptions = 0;
+
+  [[nodiscard]] int num_tokens() const { return static_cast<int>(tokens.size()); }
+  [[nodiscard]] int num_generated() const { return num_tokens() - prompt_len; }
+  [[nodiscard]] int num_uncomputed() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace spk::rt

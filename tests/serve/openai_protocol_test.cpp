@@ -1,0 +1,126 @@
+// OpenAI request validation and response shapes.
+#include "runtime/serve/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace spk::rt {
+namespace {
+
+const ProtocolLimits kLim{"tiny", 4, 0};
+
+ApiRequest ok(const std::string& body, bool chat) {
+  auto r = parse_request(body, chat, kLim);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << body << " -> " << e->body().dump();
+  return std::holds_alternative<ApiRequest>(r) ? std::get<ApiRequest>(r) : ApiRequest{};
+}
+
+ApiError bad(const std::string& body, bool chat) {
+  auto r = parse_request(body, chat, kLim);
+  if (std::holds_alternative<ApiRequest>(r)) {
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAiProtocol, ParsesACompletionRequest) {
+  auto q = ok(R"({"model":"tiny","prompt":"hi","max_tokens":5,"temperature":0,"stop":["\n"],"seed":3,
+                 "stream":true,"stream_options":{"include_usage":true},"n":2,"logprobs":0})",
+              false);
+  EXPECT_EQ(q.prompt, "hi");
+  EXPECT_EQ(q.gen.max_tokens, 5);
+  EXPECT_TRUE(q.max_tokens_given);
+  EXPECT_EQ(q.gen.temperature, 0.0f);
+  EXPECT_EQ(q.gen.stop, (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(q.gen.seed, 3u);
+  EXPECT_TRUE(q.stream);
+  EXPECT_TRUE(q.include_usage);
+  EXPECT_EQ(q.n, 2);
+  EXPECT_TRUE(q.logprobs);
+}
+
+TEST(OpenAiProtocol, TokenIdPromptAndDefaults) {
+  auto q = ok(R"({"model":"tiny","prompt":[1,2,3]})", false);
+  EXPECT_TRUE(q.prompt_is_ids);
+  EXPECT_EQ(q.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(q.gen.max_tokens, 16);
+  EXPECT_FALSE(q.max_tokens_given);
+  EXPECT_FALSE(q.stream);
+  EXPECT_EQ(q.n, 1);
+}
+
+TEST(OpenAiProtocol, ParsesAChatRequest) {
+  auto q = ok(R"({"model":"tiny","messages":[{"role":"user","content":"hey"}],
+                 "max_completion_tokens":7,"max_tokens":3,"chat_template_kwargs":{"enable_thinking":false},
+                 "logprobs":true,"top_logprobs":0})",
+              true);
+  EXPECT_EQ(q.messages.size(), 1u);
+  EXPECT_EQ(q.gen.max_tokens, 7);  // the new name wins
+  EXPECT_EQ(q.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(q.logprobs);
+}
+
+TEST(OpenAiProtocol, RejectsMalformedAndOutOfRange) {
+  EXPECT_EQ(bad("{not json", false).status, 400);
+  EXPECT_EQ(bad("[1,2]", false).status, 400);
+  EXPECT_EQ(bad(std::string(100, '[') + std::string(100, ']'), false).status, 400);
+  EXPECT_EQ(bad(R"({"prompt":"x"})", false).param, "model");
+  auto e = bad(R"({"model":"other","prompt":"x"})", false);
+  EXPECT_EQ(e.status, 404);
+  EXPECT_EQ(e.code, "model_not_found");
+  EXPECT_EQ(bad(R"({"model":"tiny"})", false).param, "prompt");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","max_tokens":-1})", false).param, "max_tokens");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","max_tokens":0})", false).param, "max_tokens");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","max_tokens":"5"})", false).param, "max_tokens");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","temperature":3})", false).param, "temperature");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","top_p":0})", false).param, "top_p");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","n":5})", false).param, "n");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","stop":[1]})", false).param, "stop");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","stop":["a","b","c","d","e"]})", false).param, "stop");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":[-1]})", false).param, "prompt");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","logprobs":3})", false).param, "logprobs");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","stream":"yes"})", false).param, "stream");
+  EXPECT_EQ(bad(R"({"model":"tiny","messages":[]})", true).param, "messages");
+  EXPECT_EQ(bad(R"({"model":"tiny","messages":[{"content":"x"}]})", true).param, "messages");
+  EXPECT_EQ(
+      bad(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"chat_template_kwargs":1})", true)
+          .param,
+      "chat_template_kwargs");
+  auto body = bad(R"({"model":"tiny","prompt":"x","temperature":3})", false).body();
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "temperature");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("[0, 2]"), std::string::npos);
+}
+
+TEST(OpenAiProtocol, ResponseShapes) {
+  Choice c;
+  c.text = "hello";
+  c.finish_reason = "length";
+  c.token_texts = {"hel", "lo"};
+  c.token_logprobs = {-0.5f, -1.0f};
+  Usage u{3, 2};
+  auto r = completion_response("cmpl-1", 10, "tiny", {c}, u, true);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], "hello");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][0]["logprobs"]["token_logprobs"][1], -1.0f);
+  EXPECT_EQ(r["usage"]["total_tokens"], 5);
+  auto chat = chat_response("chatcmpl-1", 10, "tiny", {c}, u, false);
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "hello");
+  EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());
+  Choice d;
+  d.text = "he";
+  auto ch = chat_chunk("chatcmpl-1", 10, "tiny", d, true, false);
+  EXPECT_EQ(ch["object"], "chat.completion.chunk");
+  EXPECT_EQ(ch["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(ch["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(sse_event(nlohmann::json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  auto uc = usage_chunk("x", 1, "tiny", true, u);
+  EXPECT_TRUE(uc["choices"].empty());
+  EXPECT_EQ(uc["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(models_response("tiny", 1, 128)["data"][0]["id"], "tiny");
+}
+
+}  // namespace
+}  // namespace spk::rt
