@@ -1,5 +1,9 @@
 #include "kernels/backend.h"
 
+#ifdef SPARKCTL_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
 #include <cassert>
 #include <cmath>
 
@@ -37,9 +41,14 @@ std::string describe(const Tensor& t) {
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {
   if (opts.name == "cpu") return std::unique_ptr<Backend>(cpu::make_cpu_backend(opts.threads));
-  if (opts.name == "cuda")
-    return make_error("backend 'cuda' is not built in this binary (the CUDA backend is a later issue)",
-                      "use --backend cpu");
+  if (opts.name == "cuda") {
+#ifdef SPARKCTL_HAVE_CUDA
+    return cuda::make_cuda_backend();
+#else
+    return make_error("backend 'cuda' is not built in this binary (configured without nvcc)",
+                      "use --backend cpu, or rebuild where the CUDA toolkit is installed");
+#endif
+  }
   return make_error("unknown backend '" + opts.name + "'", "use --backend cpu");
 }
 

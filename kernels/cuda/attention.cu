@@ -18,17 +18,15 @@ constexpr int kMaxElems = 8;  // head_dim <= 256
 
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const float* __restrict__ q, const bf16* __restrict__ k_cache,
-                           const bf16* __restrict__ v_cache, const int32_t* __restrict__ seq_of_token,
+                           const bf16* __restrict__ v_cache, const int32_t* __restrict__ table_offset,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                           int max_blocks, int hq, int hk, int d, int bs, int window, float scale,
-                           float* __restrict__ out) {
+                           int hq, int hk, int d, int bs, int window, float scale, float* __restrict__ out) {
   const int t = blockIdx.x, h = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kvh = h / (hq / hk);
-  const int seq = seq_of_token[t];
   const int pos = positions[t];
   const int first = window > 0 ? max(0, pos - window + 1) : 0;
-  const int32_t* table = block_tables + static_cast<int64_t>(seq) * max_blocks;
+  const int32_t* table = block_tables + table_offset[t];
   const int E = (d + 31) / 32;
 
   float qr[kMaxElems], acc[kMaxElems];
@@ -87,10 +85,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* seq_of_token,
-                       const int32_t* positions, const int32_t* block_tables, int max_blocks_per_seq,
-                       int n_tokens, int n_q_heads, int n_kv_heads, int head_dim, int block_size, int window,
-                       float scale, float* out, cudaStream_t s) {
+Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
+                       const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
+                       int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
+                       cudaStream_t s) {
   if (head_dim > 32 * kMaxElems)
     return make_error("paged_attention: head_dim " + std::to_string(head_dim) + " > 256 is not supported");
   if (n_q_heads % n_kv_heads != 0)
@@ -98,8 +96,8 @@ Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache,
                       std::to_string(n_kv_heads) + " kv heads");
   if (n_tokens == 0) return ok_status();
   dim3 grid(n_tokens, n_q_heads);
-  paged_attention_kernel<<<grid, kWarps * 32, 0, s>>>(q, k_cache, v_cache, seq_of_token, positions, block_tables,
-                                                      max_blocks_per_seq, n_q_heads, n_kv_heads, head_dim,
+  paged_attention_kernel<<<grid, kWarps * 32, 0, s>>>(q, k_cache, v_cache, table_offset, positions,
+                                                      block_tables, n_q_heads, n_kv_heads, head_dim,
                                                       block_size, window, scale, out);
   SPK_CUDA_LAUNCH_CHECK();
   return ok_status();

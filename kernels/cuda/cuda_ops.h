@@ -17,41 +17,53 @@ namespace spk::cuda {
 
 using bf16 = __nv_bfloat16;
 
-// out[t, :] = table[ids[t], :]   (table bf16 [vocab, hidden])
-Status embedding(const bf16* table, const int32_t* ids, int n_tokens, int hidden, float* out, cudaStream_t s);
+// out[t, :] = table[ids[t], :]   (table bf16 or f32 [vocab, hidden]; ids outside [0, vocab) give zeros)
+Status embedding(const void* table, bool table_is_bf16, const int32_t* ids, int n_tokens, int hidden,
+                 int vocab, float* out, cudaStream_t s);
 
 // If residual != null: residual += x (in place), then out = rmsnorm(residual) * w.
-// Else out = rmsnorm(x) * w. Rows of `dim`; w bf16 [dim]. out may alias x.
-Status rmsnorm(const float* x, float* residual, const bf16* w, int rows, int dim, float eps, float* out,
+// Else out = rmsnorm(x) * w. Rows of `dim`; w f32 [dim]. out may alias x.
+Status rmsnorm(const float* x, float* residual, const float* w, int rows, int dim, float eps, float* out,
                cudaStream_t s);
 
 // y[b, n] = sum_k x[b, k] * W[n, k] (+ bias[n]) for b < batch <= 8. Memory-bound GEMV: W is streamed
 // once with 16-byte loads; x (fp32) is re-read from L1/L2. K must be a multiple of 8.
-Status gemv_bf16(const bf16* W, const bf16* bias, const float* x, int batch, int N, int K, float* y,
+Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, int N, int K, float* y,
                  cudaStream_t s);
 inline constexpr int kGemvMaxBatch = 8;
 
-// out[t, i] = silu(gu[t, i]) * gu[t, I + i]   (gate and up fused as one [2I] row per token)
-Status silu_mul(const float* gate_up, int n_tokens, int inter, float* out, cudaStream_t s);
+// out[i] = silu(gate[i]) * up[i], n elements
+Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
+
+// out[i, :] = x[rows[i], :] for i < m; row width `width` floats.
+Status gather_rows(const float* x, const int32_t* rows, int m, int width, float* out, cudaStream_t s);
 
 // x += y (n elements)
 Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
 
-// RoPE (rotate_half / neox layout, as HF Llama/Qwen) on q [T, Hq, D] and k [T, Hk, D] at positions[t],
-// inv_freq [D/2] precomputed on the host (llama3 scaling folded in); then writes k and v [T, Hk, D] into
-// the paged cache (bf16 [num_blocks, block_size, Hk, D]) at slot_mapping[t] = block * block_size + off.
+// RoPE (rotate_half / neox layout, as HF Llama/Qwen) in place on q [T, Hq, D] and k [T, Hk, D] at
+// positions[t], inv_freq [D/2] precomputed on the host (llama3 scaling folded in).
+Status rope(float* q, float* k, const int32_t* positions, const float* inv_freq, int n_tokens, int n_q_heads,
+            int n_kv_heads, int head_dim, cudaStream_t s);
+
+// Writes k and v [T, Hk, D] into the paged caches (bf16 [num_blocks, block_size, Hk, D]) at
+// slot_mapping[t] = block * block_size + offset.
+Status kv_write(const float* k, const float* v, const int32_t* slot_mapping, int n_tokens, int n_kv_heads,
+                int head_dim, bf16* k_cache, bf16* v_cache, cudaStream_t s);
+
+// Both of the above in one pass (q/k rotated in place, then k/v cached).
 Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq,
                       const int32_t* slot_mapping, int n_tokens, int n_q_heads, int n_kv_heads, int head_dim,
                       bf16* k_cache, bf16* v_cache, cudaStream_t s);
 
-// Paged attention over a flattened varlen batch. For token t (of sequence seq_of_token[t]) at position
-// pos[t]: attends causally to positions [max(0, pos - window + 1) .. pos] of its sequence, whose KV
-// sits in blocks block_tables[seq * max_blocks_per_seq + j]. q [T, Hq, D] fp32 -> out [T, Hq, D] fp32.
+// Paged attention over a flattened varlen batch. Token t at position pos[t] attends causally to
+// positions [max(0, pos - window + 1) .. pos] of its sequence, whose KV sits in blocks
+// block_tables[table_offset[t] + j / block_size]. q [T, Hq, D] fp32 -> out [T, Hq, D] fp32.
 // GQA: q head h reads kv head h / (Hq / Hk). window <= 0 means full attention.
-Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* seq_of_token,
-                       const int32_t* positions, const int32_t* block_tables, int max_blocks_per_seq,
-                       int n_tokens, int n_q_heads, int n_kv_heads, int head_dim, int block_size, int window,
-                       float scale, float* out, cudaStream_t s);
+Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
+                       const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
+                       int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
+                       cudaStream_t s);
 
 // ids[b] = argmax_v logits[b, v] (ties to the lowest id)
 Status argmax(const float* logits, int batch, int vocab, int32_t* ids, cudaStream_t s);

@@ -1,5 +1,7 @@
-// Small memory-bound ops of the step: embedding gather, RMSNorm (+ fused residual add), SiLU*mul,
-// residual add, RoPE + paged KV write, argmax. Each is one pass over its tensors.
+// Small memory-bound ops of the step: embedding gather, row gather, RMSNorm (+ fused residual add),
+// SiLU*mul, residual add, RoPE and the paged KV write (apart or fused), argmax. Each is one pass over its
+// tensors.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/cuda_check.h"
@@ -26,13 +28,35 @@ __device__ float block_sum(float v) {
   return warp_sum(v);
 }
 
-__global__ void embedding_kernel(const bf16* table, const int32_t* ids, int hidden, float* out) {
-  const int t = blockIdx.x;
-  const bf16* row = table + static_cast<int64_t>(ids[t]) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[static_cast<int64_t>(t) * hidden + i] = __bfloat162float(row[i]);
+template <class T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<bf16>(bf16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) {
+  return v;
 }
 
-__global__ void rmsnorm_kernel(const float* x, float* residual, const bf16* w, int dim, float eps, float* out) {
+template <class T>
+__global__ void embedding_kernel(const T* table, const int32_t* ids, int hidden, int vocab, float* out) {
+  const int t = blockIdx.x;
+  const int id = ids[t];
+  const bool valid = id >= 0 && id < vocab;
+  const T* row = table + static_cast<int64_t>(valid ? id : 0) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+    out[static_cast<int64_t>(t) * hidden + i] = valid ? to_f32(row[i]) : 0.0f;
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int width, float* out) {
+  const int64_t r = rows[blockIdx.x];
+  for (int i = threadIdx.x; i < width; i += blockDim.x)
+    out[static_cast<int64_t>(blockIdx.x) * width + i] = x[r * width + i];
+}
+
+__global__ void rmsnorm_kernel(const float* x, float* residual, const float* w, int dim, float eps,
+                               float* out) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -46,15 +70,14 @@ __global__ void rmsnorm_kernel(const float* x, float* residual, const bf16* w, i
   ss = block_sum(ss);
   const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
   const float* src = residual ? residual : x;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) out[base + i] = src[base + i] * inv * __bfloat162float(w[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) out[base + i] = src[base + i] * inv * w[i];
 }
 
-__global__ void silu_mul_kernel(const float* gu, int inter, float* out) {
-  const int64_t t = blockIdx.y;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < inter; i += gridDim.x * blockDim.x) {
-    const float g = gu[t * 2 * inter + i];
-    const float u = gu[t * 2 * inter + inter + i];
-    out[t * inter + i] = g / (1.0f + expf(-g)) * u;
+__global__ void silu_mul_kernel(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
   }
 }
 
@@ -64,29 +87,46 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
     x[i] += y[i];
 }
 
-__global__ void rope_cache_kernel(float* q, float* k, const float* v, const int32_t* positions,
-                                  const float* inv_freq, const int32_t* slots, int hq, int hk, int d,
-                                  bf16* k_cache, bf16* v_cache) {
-  const int t = blockIdx.x;
+__device__ void rope_token(float* q, float* k, float pos, const float* inv_freq, int t, int hq, int hk,
+                           int d) {
   const int half = d / 2;
-  const float pos = static_cast<float>(positions[t]);
-  // q heads then k heads: (hq + hk) * half rotations
-  for (int j = threadIdx.x; j < (hq + hk) * half; j += blockDim.x) {
+  for (int j = threadIdx.x; j < (hq + hk) * half; j += blockDim.x) {  // q heads then k heads
     const int h = j / half, i = j % half;
-    float* x = h < hq ? q + (static_cast<int64_t>(t) * hq + h) * d : k + (static_cast<int64_t>(t) * hk + (h - hq)) * d;
-    const float ang = pos * inv_freq[i];
+    float* x = h < hq ? q + (static_cast<int64_t>(t) * hq + h) * d
+                      : k + (static_cast<int64_t>(t) * hk + (h - hq)) * d;
+    const float ang = pos * inv_freq[i];  // fp32 angle, as HF computes it
     float sn, cs;
     sincosf(ang, &sn, &cs);
     const float x1 = x[i], x2 = x[i + half];
     x[i] = x1 * cs - x2 * sn;
     x[i + half] = x2 * cs + x1 * sn;
   }
-  __syncthreads();
-  const int64_t slot = slots[t];
+}
+
+__device__ void cache_token(const float* k, const float* v, int64_t slot, int t, int hk, int d, bf16* k_cache,
+                            bf16* v_cache) {
   for (int j = threadIdx.x; j < hk * d; j += blockDim.x) {
     k_cache[slot * hk * d + j] = __float2bfloat16(k[static_cast<int64_t>(t) * hk * d + j]);
     v_cache[slot * hk * d + j] = __float2bfloat16(v[static_cast<int64_t>(t) * hk * d + j]);
   }
+}
+
+__global__ void rope_kernel(float* q, float* k, const int32_t* positions, const float* inv_freq, int hq,
+                            int hk, int d) {
+  rope_token(q, k, static_cast<float>(positions[blockIdx.x]), inv_freq, blockIdx.x, hq, hk, d);
+}
+
+__global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, int hk, int d,
+                                bf16* k_cache, bf16* v_cache) {
+  cache_token(k, v, slots[blockIdx.x], blockIdx.x, hk, d, k_cache, v_cache);
+}
+
+__global__ void rope_cache_kernel(float* q, float* k, const float* v, const int32_t* positions,
+                                  const float* inv_freq, const int32_t* slots, int hq, int hk, int d,
+                                  bf16* k_cache, bf16* v_cache) {
+  rope_token(q, k, static_cast<float>(positions[blockIdx.x]), inv_freq, blockIdx.x, hq, hk, d);
+  __syncthreads();  // the cache write reads k rotated by other threads of this block
+  cache_token(k, v, slots[blockIdx.x], blockIdx.x, hk, d, k_cache, v_cache);
 }
 
 __global__ void argmax_kernel(const float* logits, int vocab, int32_t* ids) {
@@ -136,14 +176,27 @@ int threads_for(int n) { return n >= 1024 ? 1024 : (n <= 32 ? 32 : ((n + 31) / 3
 
 }  // namespace
 
-Status embedding(const bf16* table, const int32_t* ids, int n_tokens, int hidden, float* out, cudaStream_t s) {
+Status embedding(const void* table, bool table_is_bf16, const int32_t* ids, int n_tokens, int hidden,
+                 int vocab, float* out, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
-  embedding_kernel<<<n_tokens, threads_for(hidden), 0, s>>>(table, ids, hidden, out);
+  if (table_is_bf16)
+    embedding_kernel<<<n_tokens, threads_for(hidden), 0, s>>>(static_cast<const bf16*>(table), ids, hidden,
+                                                              vocab, out);
+  else
+    embedding_kernel<<<n_tokens, threads_for(hidden), 0, s>>>(static_cast<const float*>(table), ids, hidden,
+                                                              vocab, out);
   SPK_CUDA_LAUNCH_CHECK();
   return ok_status();
 }
 
-Status rmsnorm(const float* x, float* residual, const bf16* w, int rows, int dim, float eps, float* out,
+Status gather_rows(const float* x, const int32_t* rows, int m, int width, float* out, cudaStream_t s) {
+  if (m == 0) return ok_status();
+  gather_rows_kernel<<<m, threads_for(width), 0, s>>>(x, rows, width, out);
+  SPK_CUDA_LAUNCH_CHECK();
+  return ok_status();
+}
+
+Status rmsnorm(const float* x, float* residual, const float* w, int rows, int dim, float eps, float* out,
                cudaStream_t s) {
   if (rows == 0) return ok_status();
   rmsnorm_kernel<<<rows, threads_for(dim), 0, s>>>(x, residual, w, dim, eps, out);
@@ -151,10 +204,10 @@ Status rmsnorm(const float* x, float* residual, const bf16* w, int rows, int dim
   return ok_status();
 }
 
-Status silu_mul(const float* gate_up, int n_tokens, int inter, float* out, cudaStream_t s) {
-  if (n_tokens == 0) return ok_status();
-  dim3 grid((inter + 255) / 256, n_tokens);
-  silu_mul_kernel<<<grid, 256, 0, s>>>(gate_up, inter, out);
+Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
+  if (n == 0) return ok_status();
+  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+  silu_mul_kernel<<<blocks, 256, 0, s>>>(gate, up, n, out);
   SPK_CUDA_LAUNCH_CHECK();
   return ok_status();
 }
@@ -167,12 +220,28 @@ Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   return ok_status();
 }
 
+Status rope(float* q, float* k, const int32_t* positions, const float* inv_freq, int n_tokens, int n_q_heads,
+            int n_kv_heads, int head_dim, cudaStream_t s) {
+  if (n_tokens == 0) return ok_status();
+  rope_kernel<<<n_tokens, 256, 0, s>>>(q, k, positions, inv_freq, n_q_heads, n_kv_heads, head_dim);
+  SPK_CUDA_LAUNCH_CHECK();
+  return ok_status();
+}
+
+Status kv_write(const float* k, const float* v, const int32_t* slot_mapping, int n_tokens, int n_kv_heads,
+                int head_dim, bf16* k_cache, bf16* v_cache, cudaStream_t s) {
+  if (n_tokens == 0) return ok_status();
+  kv_write_kernel<<<n_tokens, 256, 0, s>>>(k, v, slot_mapping, n_kv_heads, head_dim, k_cache, v_cache);
+  SPK_CUDA_LAUNCH_CHECK();
+  return ok_status();
+}
+
 Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq,
                       const int32_t* slot_mapping, int n_tokens, int n_q_heads, int n_kv_heads, int head_dim,
                       bf16* k_cache, bf16* v_cache, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
-  rope_cache_kernel<<<n_tokens, 256, 0, s>>>(q, k, v, positions, inv_freq, slot_mapping, n_q_heads, n_kv_heads,
-                                             head_dim, k_cache, v_cache);
+  rope_cache_kernel<<<n_tokens, 256, 0, s>>>(q, k, v, positions, inv_freq, slot_mapping, n_q_heads,
+                                             n_kv_heads, head_dim, k_cache, v_cache);
   SPK_CUDA_LAUNCH_CHECK();
   return ok_status();
 }

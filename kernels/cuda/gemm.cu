@@ -1,8 +1,7 @@
-#include "kernels/cuda/gemm.h"
-
 #include <optional>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
 
 namespace spk::cuda {
 namespace {
@@ -13,10 +12,10 @@ __global__ void f32_to_bf16_kernel(const float* x, int64_t n, bf16* y) {
     y[i] = __float2bfloat16(x[i]);
 }
 
-__global__ void add_bias_kernel(float* y, const bf16* bias, int N) {
+__global__ void add_bias_kernel(float* y, const float* bias, int N) {
   const int64_t row = blockIdx.y;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
-    y[row * N + i] += __bfloat162float(bias[i]);
+    y[row * N + i] += bias[i];
 }
 
 }  // namespace
@@ -44,7 +43,7 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-Status Gemm::linear(const bf16* W, const bf16* bias, const float* x, int M, int N, int K, float* y,
+Status Gemm::linear(const bf16* W, const float* bias, const float* x, int M, int N, int K, float* y,
                     cudaStream_t s) {
   if (M == 0) return ok_status();
   if (M <= kGemvMaxBatch && K % 8 == 0) return gemv_bf16(W, bias, x, M, N, K, y, s);
@@ -74,8 +73,8 @@ Status Gemm::linear(const bf16* W, const bf16* bias, const float* x, int M, int 
   SPK_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 1, &heur, &found));
   std::optional<Error> err;
   if (found == 0) {
-    err = make_error("cuBLASLt found no algorithm for bf16 " + std::to_string(M) + "x" + std::to_string(N) + "x" +
-                    std::to_string(K));
+    err = make_error("cuBLASLt found no algorithm for bf16 " + std::to_string(M) + "x" + std::to_string(N) +
+                     "x" + std::to_string(K));
   } else {
     const float alpha = 1.0f, beta = 0.0f;
     auto r = cublasLtMatmul(handle_, op, &alpha, W, la, xbf_, lb, &beta, y, lc, y, lc, &heur.algo, workspace_,

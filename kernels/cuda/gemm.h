@@ -19,7 +19,8 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // y[M, N] = x[M, K] . W[N, K]^T (+ bias[N]); picks the GEMV for M <= kGemvMaxBatch.
-  Status linear(const bf16* W, const bf16* bias, const float* x, int M, int N, int K, float* y, cudaStream_t s);
+  Status linear(const bf16* W, const float* bias, const float* x, int M, int N, int K, float* y,
+                cudaStream_t s);
 
  private:
   Gemm() = default;

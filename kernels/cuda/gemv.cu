@@ -19,9 +19,9 @@ namespace {
 constexpr int kThreads = 256;
 
 template <int B, int R>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__ W, const bf16* __restrict__ bias,
-                                                        const float* __restrict__ x, int N, int K,
-                                                        float* __restrict__ y) {
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const bf16* __restrict__ W, const float* __restrict__ bias, const float* __restrict__ x,
+                int N, int K, float* __restrict__ y) {
   const int row0 = blockIdx.x * R;
   const int chunks = K / 8;
   float acc[R][B];
@@ -79,12 +79,12 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const bf16* __restrict__
     for (int w = 0; w < kThreads / 32; ++w) v += part[w][i];
     const int r = i / B, b = i % B;
     const int row = row0 + r;
-    if (row < N) y[static_cast<int64_t>(b) * N + row] = v + (bias ? __bfloat162float(bias[row]) : 0.0f);
+    if (row < N) y[static_cast<int64_t>(b) * N + row] = v + (bias ? bias[row] : 0.0f);
   }
 }
 
 template <int B>
-void launch(const bf16* W, const bf16* bias, const float* x, int N, int K, float* y, cudaStream_t s) {
+void launch(const bf16* W, const float* bias, const float* x, int N, int K, float* y, cudaStream_t s) {
   // More rows per block cut x re-reads at larger batch; small N keeps R small to fill the SMs.
   constexpr int R = B <= 2 ? 2 : 4;
   gemv_kernel<B, R><<<(N + R - 1) / R, kThreads, 0, s>>>(W, bias, x, N, K, y);
@@ -92,7 +92,7 @@ void launch(const bf16* W, const bf16* bias, const float* x, int N, int K, float
 
 }  // namespace
 
-Status gemv_bf16(const bf16* W, const bf16* bias, const float* x, int batch, int N, int K, float* y,
+Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, int N, int K, float* y,
                  cudaStream_t s) {
   if (K % 8 != 0)
     return make_error("gemv_bf16: K=" + std::to_string(K) + " is not a multiple of 8",
@@ -100,14 +100,30 @@ Status gemv_bf16(const bf16* W, const bf16* bias, const float* x, int batch, int
   if (batch < 1 || batch > kGemvMaxBatch)
     return make_error("gemv_bf16: batch " + std::to_string(batch) + " outside 1..8", "use the GEMM path");
   switch (batch) {
-    case 1: launch<1>(W, bias, x, N, K, y, s); break;
-    case 2: launch<2>(W, bias, x, N, K, y, s); break;
-    case 3: launch<3>(W, bias, x, N, K, y, s); break;
-    case 4: launch<4>(W, bias, x, N, K, y, s); break;
-    case 5: launch<5>(W, bias, x, N, K, y, s); break;
-    case 6: launch<6>(W, bias, x, N, K, y, s); break;
-    case 7: launch<7>(W, bias, x, N, K, y, s); break;
-    default: launch<8>(W, bias, x, N, K, y, s); break;
+    case 1:
+      launch<1>(W, bias, x, N, K, y, s);
+      break;
+    case 2:
+      launch<2>(W, bias, x, N, K, y, s);
+      break;
+    case 3:
+      launch<3>(W, bias, x, N, K, y, s);
+      break;
+    case 4:
+      launch<4>(W, bias, x, N, K, y, s);
+      break;
+    case 5:
+      launch<5>(W, bias, x, N, K, y, s);
+      break;
+    case 6:
+      launch<6>(W, bias, x, N, K, y, s);
+      break;
+    case 7:
+      launch<7>(W, bias, x, N, K, y, s);
+      break;
+    default:
+      launch<8>(W, bias, x, N, K, y, s);
+      break;
   }
   SPK_CUDA_LAUNCH_CHECK();
   return ok_status();

@@ -17,20 +17,22 @@ using spk::cuda::bf16;
 
 namespace {
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    auto e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));             \
-      std::exit(1);                                                             \
-    }                                                                           \
+#define CK(x)                                                       \
+  do {                                                              \
+    auto e_ = (x);                                                  \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 __attribute__((unused)) void fill(void* p, size_t bytes) {
   std::vector<uint16_t> h(bytes / 2);
   uint64_t s = 88172645463325252ull;
   for (auto& v : h) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
     v = static_cast<uint16_t>(0x3c00 + (s & 0x3ff));  // bf16 values in [1, 2) scaled below by sign bits
   }
   CK(cudaMemcpy(p, h.data(), bytes, cudaMemcpyHostToDevice));
@@ -66,9 +68,14 @@ int main(int argc, char** argv) {
   CK(cudaFree(ca));
   CK(cudaFree(cb));
 
-  struct Shape { const char* name; int N, K, per_token; };  // per_token: how many per decode token (32 layers)
-  const Shape shapes[] = {{"qkv 6144x4096", 6144, 4096, 32},   {"o 4096x4096", 4096, 4096, 32},
-                          {"gate_up 28672x4096", 28672, 4096, 32}, {"down 4096x14336", 4096, 14336, 32},
+  struct Shape {
+    const char* name;
+    int N, K, per_token;
+  };  // per_token: how many per decode token (32 layers)
+  const Shape shapes[] = {{"qkv 6144x4096", 6144, 4096, 32},
+                          {"o 4096x4096", 4096, 4096, 32},
+                          {"gate_up 28672x4096", 28672, 4096, 32},
+                          {"down 4096x14336", 4096, 14336, 32},
                           {"lm_head 128256x4096", 128256, 4096, 1}};
   std::printf("\n%-22s %5s %10s %10s %8s\n", "GEMV bf16", "batch", "us", "GB/s", "%copy");
   double token_us[9] = {0};
@@ -106,8 +113,9 @@ int main(int argc, char** argv) {
   }
   std::printf("\nLlama-3.1-8B linear layers per decode token: %.2f GB of weights\n", token_bytes / 1e9);
   for (int b : {1, 2, 4, 8})
-    std::printf("  batch %d: GEMVs %.0f us/token-step -> %.0f steps/s (roofline %.0f steps/s at copy bandwidth)\n", b,
-                token_us[b], 1e6 / token_us[b], copy_bw * 1e9 / token_bytes);
+    std::printf(
+        "  batch %d: GEMVs %.0f us/token-step -> %.0f steps/s (roofline %.0f steps/s at copy bandwidth)\n", b,
+        token_us[b], 1e6 / token_us[b], copy_bw * 1e9 / token_bytes);
 
   // GEMM at prefill sizes (cuBLASLt bf16, fp32 out).
   auto g = spk::cuda::Gemm::create(8192, 14336);
@@ -127,7 +135,8 @@ int main(int argc, char** argv) {
       CK(cudaMalloc(&x, size_t(m) * sh.K * 4));
       CK(cudaMalloc(&y, size_t(m) * sh.N * 4));
       CK(cudaMemset(x, 0x3c, size_t(m) * sh.K * 4));
-      for (int i = 0; i < 2; ++i) (void)gemm->linear(static_cast<bf16*>(W), nullptr, x, m, sh.N, sh.K, y, nullptr);
+      for (int i = 0; i < 2; ++i)
+        (void)gemm->linear(static_cast<bf16*>(W), nullptr, x, m, sh.N, sh.K, y, nullptr);
       CK(cudaEventRecord(e0));
       const int it = 10;
       for (int i = 0; i < it; ++i) {

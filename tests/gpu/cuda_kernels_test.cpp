@@ -18,16 +18,16 @@ namespace {
 using spk::cuda::bf16;
 using spk::cuda::DeviceBuffer;
 
-#define REQUIRE_GPU()                                                            \
-  do {                                                                           \
-    std::string why;                                                             \
+#define REQUIRE_GPU()                                                                         \
+  do {                                                                                        \
+    std::string why;                                                                          \
     if (!spk::cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why; \
   } while (0)
 
-#define ASSERT_OK(expr)                                      \
-  do {                                                       \
-    auto st_ = (expr);                                       \
-    ASSERT_TRUE(st_.ok()) << st_.error().what();             \
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    auto st_ = (expr);                           \
+    ASSERT_TRUE(st_.ok()) << st_.error().what(); \
   } while (0)
 
 uint64_t fresh_seed() { return std::random_device{}(); }
@@ -87,9 +87,10 @@ TEST(CudaKernels, GemvMatchesReference) {
       for (int batch : {1, 3, 8}) {
         const int K = k8 * 8;
         auto W = to_bf16(randn(static_cast<size_t>(n) * K, rng, 0.05f));
-        auto bias = to_bf16(randn(n, rng));
+        auto bias = randn(n, rng);
         auto x = randn(static_cast<size_t>(batch) * K, rng);
-        auto dW = dev_bf16(W), db = dev_bf16(bias);
+        auto dW = dev_bf16(W);
+        auto db = dev(bias);
         auto dx = dev(x);
         DeviceBuffer<float> dy;
         ASSERT_OK(dy.upload(std::vector<float>(static_cast<size_t>(batch) * n, NAN)));  // poison
@@ -97,11 +98,12 @@ TEST(CudaKernels, GemvMatchesReference) {
         std::vector<double> ref(static_cast<size_t>(batch) * n);
         for (int b = 0; b < batch; ++b)
           for (int r = 0; r < n; ++r) {
-            double s = bf(bias[r]);
+            double s = bias[r];
             for (int c = 0; c < K; ++c) s += double(bf(W[size_t(r) * K + c])) * x[size_t(b) * K + c];
             ref[size_t(b) * n + r] = s;
           }
-        EXPECT_LT(rel_err(host(dy), ref), 1e-5) << "seed=" << seed << " N=" << n << " K=" << K << " B=" << batch;
+        EXPECT_LT(rel_err(host(dy), ref), 1e-5)
+            << "seed=" << seed << " N=" << n << " K=" << K << " B=" << batch;
       }
 }
 
@@ -126,7 +128,8 @@ TEST(CudaKernels, GemmMatchesReferenceOnBf16Inputs) {
       for (int i = 0; i < m; ++i)
         for (int r = 0; r < n; ++r) {
           double s = 0;
-          for (int c = 0; c < K; ++c) s += double(bf(W[size_t(r) * K + c])) * bf(spk::f32_to_bf16(x[size_t(i) * K + c]));
+          for (int c = 0; c < K; ++c)
+            s += double(bf(W[size_t(r) * K + c])) * bf(spk::f32_to_bf16(x[size_t(i) * K + c]));
           ref[size_t(i) * n + r] = s;
         }
       EXPECT_LT(rel_err(host(dy), ref), 1e-4) << "seed=" << seed << " M=" << m << " N=" << n;
@@ -140,9 +143,8 @@ TEST(CudaKernels, RmsnormWithResidualMatchesReference) {
   for (int rows : kSizes)
     for (int dim : kSizes) {
       auto x = randn(size_t(rows) * dim, rng), res = randn(size_t(rows) * dim, rng);
-      auto w = to_bf16(randn(dim, rng));
-      auto dx = dev(x), dres = dev(res);
-      auto dw = dev_bf16(w);
+      auto w = randn(dim, rng);
+      auto dx = dev(x), dres = dev(res), dw = dev(w);
       DeviceBuffer<float> dout;
       ASSERT_OK(dout.alloc(x.size()));
       ASSERT_OK(spk::cuda::rmsnorm(dx.get(), dres.get(), dw.get(), rows, dim, 1e-6f, dout.get(), nullptr));
@@ -154,7 +156,7 @@ TEST(CudaKernels, RmsnormWithResidualMatchesReference) {
           ss += ref_res[size_t(r) * dim + i] * ref_res[size_t(r) * dim + i];
         }
         const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
-        for (int i = 0; i < dim; ++i) ref[size_t(r) * dim + i] = ref_res[size_t(r) * dim + i] * inv * bf(w[i]);
+        for (int i = 0; i < dim; ++i) ref[size_t(r) * dim + i] = ref_res[size_t(r) * dim + i] * inv * w[i];
       }
       EXPECT_LT(rel_err(host(dout), ref), 1e-5) << "seed=" << seed << " rows=" << rows << " dim=" << dim;
       EXPECT_LT(rel_err(host(dres), ref_res), 1e-6) << "seed=" << seed;
@@ -167,17 +169,13 @@ TEST(CudaKernels, SiluMulAndEmbeddingAndArgmax) {
   std::mt19937_64 rng(seed);
   for (int t : kSizes) {
     const int inter = 111;
-    auto gu = randn(size_t(t) * 2 * inter, rng, 3.0f);
-    auto dgu = dev(gu);
+    auto gate = randn(size_t(t) * inter, rng, 3.0f), up = randn(size_t(t) * inter, rng);
+    auto dgate = dev(gate), dup = dev(up);
     DeviceBuffer<float> dout;
     ASSERT_OK(dout.alloc(size_t(t) * inter));
-    ASSERT_OK(spk::cuda::silu_mul(dgu.get(), t, inter, dout.get(), nullptr));
+    ASSERT_OK(spk::cuda::silu_mul(dgate.get(), dup.get(), int64_t(t) * inter, dout.get(), nullptr));
     std::vector<double> ref(size_t(t) * inter);
-    for (int r = 0; r < t; ++r)
-      for (int i = 0; i < inter; ++i) {
-        const double g = gu[size_t(r) * 2 * inter + i], u = gu[size_t(r) * 2 * inter + inter + i];
-        ref[size_t(r) * inter + i] = g / (1 + std::exp(-g)) * u;
-      }
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = gate[i] / (1 + std::exp(-double(gate[i]))) * up[i];
     EXPECT_LT(rel_err(host(dout), ref), 1e-5) << "seed=" << seed;
 
     const int vocab = 989, hidden = 19;
@@ -188,10 +186,11 @@ TEST(CudaKernels, SiluMulAndEmbeddingAndArgmax) {
     auto dids = dev(ids);
     DeviceBuffer<float> demb;
     ASSERT_OK(demb.alloc(size_t(t) * hidden));
-    ASSERT_OK(spk::cuda::embedding(dt.get(), dids.get(), t, hidden, demb.get(), nullptr));
+    ASSERT_OK(spk::cuda::embedding(dt.get(), true, dids.get(), t, hidden, vocab, demb.get(), nullptr));
     auto emb = host(demb);
     for (int r = 0; r < t; ++r)
-      for (int i = 0; i < hidden; ++i) ASSERT_EQ(emb[size_t(r) * hidden + i], bf(table[size_t(ids[r]) * hidden + i]));
+      for (int i = 0; i < hidden; ++i)
+        ASSERT_EQ(emb[size_t(r) * hidden + i], bf(table[size_t(ids[r]) * hidden + i]));
 
     auto logits = randn(size_t(t) * 5000, rng);
     for (int r = 0; r < t; ++r) {  // plant a tie: the lowest id must win
@@ -233,7 +232,7 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
       std::vector<int32_t> seq_of(T), pos(T), slots(T);
       for (int s = 0, t = 0; s < 2; ++s)
         for (int p = 0; p < lens[s]; ++p, ++t) {
-          seq_of[t] = s;
+          seq_of[t] = s * max_blocks;  // table offset of the token's sequence
           pos[t] = p;
           slots[t] = tables[s * max_blocks + p / bs] * bs + p % bs;
         }
@@ -246,13 +245,19 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
       DeviceBuffer<bf16> kc, vc;
       ASSERT_OK(kc.alloc(size_t(num_blocks) * bs * hk * head_dim));
       ASSERT_OK(vc.alloc(size_t(num_blocks) * bs * hk * head_dim));
-      ASSERT_OK(spk::cuda::rope_and_cache(dq.get(), dk.get(), dv.get(), dpos.get(), dinv.get(), dslots.get(), T, hq,
-                                          hk, head_dim, kc.get(), vc.get(), nullptr));
+      if (window == 0) {  // fused
+        ASSERT_OK(spk::cuda::rope_and_cache(dq.get(), dk.get(), dv.get(), dpos.get(), dinv.get(),
+                                            dslots.get(), T, hq, hk, head_dim, kc.get(), vc.get(), nullptr));
+      } else {  // apart
+        ASSERT_OK(spk::cuda::rope(dq.get(), dk.get(), dpos.get(), dinv.get(), T, hq, hk, head_dim, nullptr));
+        ASSERT_OK(spk::cuda::kv_write(dk.get(), dv.get(), dslots.get(), T, hk, head_dim, kc.get(), vc.get(),
+                                      nullptr));
+      }
       DeviceBuffer<float> dout;
       ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
       const float scale = 1.0f / std::sqrt(float(head_dim));
       ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(), dtab.get(),
-                                           max_blocks, T, hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
+                                           T, hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
       // reference
       auto rope = [&](std::vector<double>& x, int p) {
         const int half = head_dim / 2;
@@ -297,12 +302,14 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
           for (auto& s : sc) l += (s = std::exp(s - mx));
           for (int d = 0; d < head_dim; ++d) {
             double o = 0;
-            for (size_t j = 0; j < sc.size(); ++j) o += sc[j] * vr[size_t(base + first + int(j)) * hk + h / (hq / hk)][d];
+            for (size_t j = 0; j < sc.size(); ++j)
+              o += sc[j] * vr[size_t(base + first + int(j)) * hk + h / (hq / hk)][d];
             ref[(size_t(t) * hq + h) * head_dim + d] = o / l;
           }
         }
       }
-      EXPECT_LT(rel_err(host(dout), ref), 2e-3) << "seed=" << seed << " head_dim=" << head_dim << " window=" << window;
+      EXPECT_LT(rel_err(host(dout), ref), 2e-3)
+          << "seed=" << seed << " head_dim=" << head_dim << " window=" << window;
     }
 }
 

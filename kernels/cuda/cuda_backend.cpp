@@ -1,0 +1,388 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/graph_queue.h"
+
+namespace spk::cuda {
+namespace {
+
+uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
+uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
+Error op_error(const char* op, const std::string& what) {
+  return make_error(std::string("cuda ") + op + ": " + what,
+                    "this is a caller bug; report it with the model");
+}
+
+std::shared_ptr<void> device_alloc(size_t bytes, Status* st) {
+  void* p = nullptr;
+  if (bytes == 0) bytes = 1;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    *st = cuda_error(e, ("cudaMalloc(" + std::to_string(bytes) + " bytes)").c_str(), __FILE__, __LINE__);
+    return nullptr;
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+// A device int32 buffer that only grows (growth bumps the backend's generation).
+struct IntBuffer {
+  std::shared_ptr<void> mem;
+  size_t cap = 0;
+  int32_t* get() const { return static_cast<int32_t*>(mem.get()); }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend()
+      : queue_(std::getenv("SPARKCTL_CUDA_GRAPHS") == nullptr ||
+               std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0") {}
+  ~CudaBackend() override {
+    (void)queue_.flush(stream_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    queue_.clear();
+    gemm_.reset();
+    if (staging_) cudaFreeHost(staging_);
+    if (staged_) cudaEventDestroy(staged_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status init() {
+    SPK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SPK_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    return ok_status();
+  }
+
+  [[nodiscard]] std::string_view name() const override { return "cuda"; }
+  [[nodiscard]] Device device() const override { return Device::cuda; }
+
+  Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override {
+    Tensor t;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.device = Device::cuda;
+    Status st;
+    t.storage = device_alloc(t.nbytes(), &st);
+    if (!st.ok()) return st.error();
+    t.data = t.storage.get();
+    SPK_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+    return t;
+  }
+
+  Result<Tensor> import_weight(const void* host, DType src, std::vector<int64_t> shape, std::shared_ptr<void>,
+                               DType want) override {
+    if (want != src && want != DType::f32)
+      return op_error("import_weight", std::string("cannot convert ") + std::string(dtype_name(src)) +
+                                           " to " + std::string(dtype_name(want)));
+    SPK_ASSIGN(Tensor t, alloc(want, std::move(shape)));
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the zero fill must not land after the copy
+    if (want == src) {
+      SPK_CUDA_CHECK(cudaMemcpy(t.data, host, t.nbytes(), cudaMemcpyHostToDevice));
+      return t;
+    }
+    std::vector<float> f(static_cast<size_t>(t.numel()));
+    const auto* h = static_cast<const uint16_t*>(host);
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (src == DType::bf16)
+        f[i] = bf16_to_f32(h[i]);
+      else if (src == DType::f16)
+        f[i] = f16_to_f32(h[i]);
+      else
+        return op_error("import_weight", "unsupported source dtype " + std::string(dtype_name(src)));
+    }
+    SPK_CUDA_CHECK(cudaMemcpy(t.data, f.data(), t.nbytes(), cudaMemcpyHostToDevice));
+    return t;
+  }
+
+  Status upload(const Tensor& dst, const void* host, size_t bytes) override {
+    if (bytes > dst.nbytes())
+      return op_error("upload", std::to_string(bytes) + " bytes into " + describe(dst));
+    SPK_TRY(queue_.flush(stream_));
+    SPK_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, bytes, cudaMemcpyHostToDevice, stream_));
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `host` may be reused by the caller right away
+    return ok_status();
+  }
+
+  Status download(const Tensor& src, void* host, size_t bytes) override {
+    if (bytes > src.nbytes())
+      return op_error("download", std::to_string(bytes) + " bytes from " + describe(src));
+    SPK_TRY(queue_.flush(stream_));
+    SPK_CUDA_CHECK(cudaMemcpyAsync(host, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return ok_status();
+  }
+
+  Status synchronize() override {
+    SPK_TRY(queue_.flush(stream_));
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return ok_status();
+  }
+
+  Status begin_step(const StepMeta& meta) override {
+    SPK_TRY(queue_.flush(stream_));
+    if (meta.block_size <= 0) return op_error("begin_step", "block_size " + std::to_string(meta.block_size));
+    const size_t n = meta.positions.size();
+    if (meta.slots.size() != n) return op_error("begin_step", "slots and positions differ in length");
+    std::vector<int32_t> table_off(n, -1);
+    for (const SeqMeta& s : meta.seqs) {
+      const int64_t nblocks = (static_cast<int64_t>(s.ctx_len) + meta.block_size - 1) / meta.block_size;
+      if (s.q_start < 0 || s.q_len < 0 || static_cast<size_t>(s.q_start) + s.q_len > n || s.bt_offset < 0 ||
+          static_cast<size_t>(s.bt_offset) + nblocks > meta.block_tables.size())
+        return op_error("begin_step", "sequence rows or block table out of range");
+      for (int32_t i = s.q_start; i < s.q_start + s.q_len; ++i) {
+        if (meta.positions[i] < 0 || meta.positions[i] >= s.ctx_len)
+          return op_error("begin_step", "position " + std::to_string(meta.positions[i]) +
+                                            " outside ctx_len " + std::to_string(s.ctx_len));
+        table_off[i] = s.bt_offset;
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (table_off[i] < 0)
+        return op_error("begin_step", "token row " + std::to_string(i) + " in no sequence");
+    block_size_ = meta.block_size;
+    n_tokens_ = static_cast<int>(n);
+    SPK_TRY(ensure(positions_, n));
+    SPK_TRY(ensure(slots_, n));
+    SPK_TRY(ensure(table_off_, n));
+    SPK_TRY(ensure(tables_, meta.block_tables.size()));
+    // Stage the four arrays in pinned memory, then one async copy each (the previous step's copies
+    // must have left the staging buffer first).
+    const size_t words = 3 * n + meta.block_tables.size();
+    SPK_CUDA_CHECK(cudaEventSynchronize(staged_));
+    if (words > staging_words_) {
+      if (staging_) cudaFreeHost(staging_);
+      staging_ = nullptr;
+      staging_words_ = std::max(words, 2 * staging_words_);
+      SPK_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_words_ * 4));
+    }
+    int32_t* p = staging_;
+    auto stage = [&](const int32_t* src, size_t count, IntBuffer& dst) -> Status {
+      if (count == 0) return ok_status();
+      std::memcpy(p, src, count * 4);
+      SPK_CUDA_CHECK(cudaMemcpyAsync(dst.get(), p, count * 4, cudaMemcpyHostToDevice, stream_));
+      p += count;
+      return ok_status();
+    };
+    SPK_TRY(stage(meta.positions.data(), n, positions_));
+    SPK_TRY(stage(meta.slots.data(), n, slots_));
+    SPK_TRY(stage(table_off.data(), n, table_off_));
+    SPK_TRY(stage(meta.block_tables.data(), meta.block_tables.size(), tables_));
+    SPK_CUDA_CHECK(cudaEventRecord(staged_, stream_));
+    return ok_status();
+  }
+
+  Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+    if (table.rank() != 2 || (table.dtype != DType::bf16 && table.dtype != DType::f32) ||
+        ids.dtype != DType::i32 || out.numel() != ids.numel() * table.dim(1))
+      return op_error("embedding", describe(table) + ", ids " + describe(ids) + ", out " + describe(out));
+    const bool is_bf16 = table.dtype == DType::bf16;
+    const int n = static_cast<int>(ids.numel()), d = static_cast<int>(table.dim(1)),
+              v = static_cast<int>(table.dim(0));
+    const void* tp = table.data;
+    const int32_t* ip = ids.ptr<int32_t>();
+    float* op = out.ptr<float>();
+    queue_.push([=](cudaStream_t s) { return cuda::embedding(tp, is_bf16, ip, n, d, v, op, s); },
+                {1, u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
+    return ok_status();
+  }
+
+  Status rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    return norm(x, nullptr, w, eps, out);
+  }
+
+  Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps,
+                     Tensor& out) override {
+    if (residual.numel() != delta.numel())
+      return op_error("add_rmsnorm", describe(residual) + " + " + describe(delta));
+    return norm(delta, &residual, w, eps, out);
+  }
+
+  Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    if (w.rank() != 2 || w.dtype != DType::bf16)
+      return make_error("cuda linear: weight " + describe(w) + " is not bf16",
+                        "the CUDA backend runs bf16 checkpoints (synthesize with --dtype bf16)");
+    const int64_t K = w.dim(1), N = w.dim(0);
+    if (x.dtype != DType::f32 || x.numel() % K != 0 || y.numel() != x.numel() / K * N ||
+        (bias && (bias->dtype != DType::f32 || bias->numel() != N)))
+      return op_error("linear", "x " + describe(x) + ", w " + describe(w) + ", y " + describe(y));
+    const int M = static_cast<int>(x.numel() / K);
+    if (M > kGemvMaxBatch || K % 8 != 0) SPK_TRY(ensure_gemm(M, static_cast<int>(K)));
+    const auto* wp = w.ptr<bf16>();
+    const float* bp = bias ? bias->ptr<float>() : nullptr;
+    const float* xp = x.ptr<float>();
+    float* yp = y.ptr<float>();
+    Gemm* g = gemm_.get();
+    const int n = static_cast<int>(N), k = static_cast<int>(K);
+    queue_.push(
+        [=](cudaStream_t s) {
+          if (g) return g->linear(wp, bp, xp, M, n, k, yp, s);
+          return gemv_bf16(wp, bp, xp, M, n, k, yp, s);
+        },
+        {3, u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)), gen_});
+    return ok_status();
+  }
+
+  Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override {
+    if (q.rank() != 3 || k.rank() != 3 || q.dim(0) != n_tokens_ || k.dim(0) != n_tokens_ ||
+        inv_freq.numel() * 2 != q.dim(2))
+      return op_error("rope", "q " + describe(q) + ", k " + describe(k) + ", inv_freq " + describe(inv_freq) +
+                                  " for a step of " + std::to_string(n_tokens_) + " tokens");
+    float* qp = q.ptr<float>();
+    float* kp = k.ptr<float>();
+    const float* fp = inv_freq.ptr<float>();
+    const int32_t* pos = positions_.get();
+    const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
+              d = static_cast<int>(q.dim(2));
+    queue_.push(
+        [=](cudaStream_t s) { return cuda::rope(qp, kp, pos, fp, n, hq, hk, d, s); },
+        {4, u(qp), u(kp), u(fp), u(pos), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)), u(int64_t(d)), gen_});
+    return ok_status();
+  }
+
+  Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) override {
+    if (k_cache.dtype != DType::bf16 || v_cache.dtype != DType::bf16 || k.rank() != 3 ||
+        k.dim(0) != n_tokens_ || k_cache.rank() != 4 || k_cache.dim(2) != k.dim(1) ||
+        k_cache.dim(3) != k.dim(2))
+      return op_error("kv_write",
+                      "k " + describe(k) + " into " + describe(k_cache) + " (caches must be bf16)");
+    const float* kp = k.ptr<float>();
+    const float* vp = v.ptr<float>();
+    auto* kc = k_cache.ptr<bf16>();
+    auto* vc = v_cache.ptr<bf16>();
+    const int32_t* sl = slots_.get();
+    const int n = n_tokens_, hk = static_cast<int>(k.dim(1)), d = static_cast<int>(k.dim(2));
+    queue_.push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
+                {5, u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)), u(int64_t(d)), gen_});
+    return ok_status();
+  }
+
+  Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttnParams& params,
+                   Tensor& out) override {
+    if (q.rank() != 3 || q.dim(0) != n_tokens_ || k_cache.rank() != 4 || k_cache.dtype != DType::bf16 ||
+        k_cache.dim(1) != block_size_ || k_cache.dim(3) != q.dim(2) || out.numel() != q.numel())
+      return op_error("attention",
+                      "q " + describe(q) + ", cache " + describe(k_cache) + ", out " + describe(out));
+    const float* qp = q.ptr<float>();
+    const auto* kc = k_cache.ptr<bf16>();
+    const auto* vc = v_cache.ptr<bf16>();
+    float* op = out.ptr<float>();
+    const int32_t* to = table_off_.get();
+    const int32_t* pos = positions_.get();
+    const int32_t* tab = tables_.get();
+    const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k_cache.dim(2)),
+              d = static_cast<int>(q.dim(2)), bs = block_size_, win = params.sliding_window;
+    const float scale = params.scale;
+    uint32_t scale_bits;
+    std::memcpy(&scale_bits, &scale, 4);
+    queue_.push(
+        [=](cudaStream_t s) {
+          return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s);
+        },
+        {6, u(qp), u(kc), u(vc), u(op), u(to), u(pos), u(tab), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)),
+         u(int64_t(d)), u(int64_t(bs)), u(int64_t(win)), scale_bits, gen_});
+    return ok_status();
+  }
+
+  Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    if (gate.numel() != up.numel() || out.numel() != gate.numel() || gate.dtype != DType::f32)
+      return op_error("silu_mul", describe(gate) + " * " + describe(up) + " -> " + describe(out));
+    const float* gp = gate.ptr<float>();
+    const float* up_ = up.ptr<float>();
+    float* op = out.ptr<float>();
+    const int64_t n = gate.numel();
+    queue_.push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
+                {7, u(gp), u(up_), u(op), u(n), gen_});
+    return ok_status();
+  }
+
+  Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
+    if (x.rank() < 1 || rows.dtype != DType::i32 || out.numel() != rows.numel() * (x.numel() / x.dim(0)))
+      return op_error("gather_rows", describe(x) + " rows " + describe(rows) + " -> " + describe(out));
+    const float* xp = x.ptr<float>();
+    const int32_t* rp = rows.ptr<int32_t>();
+    float* op = out.ptr<float>();
+    const int m = static_cast<int>(rows.numel()), width = static_cast<int>(x.numel() / x.dim(0));
+    queue_.push([=](cudaStream_t s) { return cuda::gather_rows(xp, rp, m, width, op, s); },
+                {8, u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
+    return ok_status();
+  }
+
+ private:
+  Status norm(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out) {
+    if (w.dtype != DType::f32 || x.dtype != DType::f32 || w.numel() == 0 || x.numel() % w.numel() != 0 ||
+        out.numel() != x.numel())
+      return op_error("rmsnorm", "x " + describe(x) + ", w " + describe(w) + ", out " + describe(out));
+    const float* xp = x.ptr<float>();
+    float* rp = residual ? residual->ptr<float>() : nullptr;
+    const float* wp = w.ptr<float>();
+    float* op = out.ptr<float>();
+    const int dim = static_cast<int>(w.numel()), rows = static_cast<int>(x.numel() / w.numel());
+    queue_.push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
+                {2, u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
+    return ok_status();
+  }
+
+  Status ensure(IntBuffer& b, size_t n) {
+    if (n <= b.cap) return ok_status();
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const size_t cap = std::max<size_t>(n, std::max<size_t>(256, 2 * b.cap));
+    Status st;
+    b.mem = device_alloc(cap * 4, &st);
+    SPK_TRY(st);
+    b.cap = cap;
+    ++gen_;
+    queue_.clear();
+    return ok_status();
+  }
+
+  Status ensure_gemm(int M, int K) {
+    if (gemm_ && M <= gemm_tokens_ && K <= gemm_k_) return ok_status();
+    SPK_TRY(queue_.flush(stream_));
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    gemm_tokens_ = std::max(M, gemm_tokens_);
+    gemm_k_ = std::max(K, gemm_k_);
+    auto g = Gemm::create(gemm_tokens_, gemm_k_);
+    if (!g.ok()) return g.error();
+    gemm_.reset(*g);
+    ++gen_;
+    queue_.clear();
+    return ok_status();
+  }
+
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t staged_ = nullptr;
+  GraphQueue queue_;
+  std::unique_ptr<Gemm> gemm_;
+  int gemm_tokens_ = 0, gemm_k_ = 0;
+  IntBuffer positions_, slots_, table_off_, tables_;
+  int32_t* staging_ = nullptr;
+  size_t staging_words_ = 0;
+  int block_size_ = 0;
+  int n_tokens_ = 0;
+  uint64_t gen_ = 1;  // bumped whenever an internal buffer moves: captured graphs never see stale pointers
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend() {
+  std::string why;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return make_error(
+        std::string("no usable CUDA device: ") + (e != cudaSuccess ? cudaGetErrorString(e) : "none found"),
+        "use --backend cpu, or check the driver and CUDA_VISIBLE_DEVICES");
+  auto be = std::make_unique<CudaBackend>();
+  SPK_TRY(be->init());
+  return std::unique_ptr<Backend>(std::move(be));
+}
+
+}  // namespace spk::cuda
