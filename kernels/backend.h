@@ -124,6 +124,9 @@ class Backend {
 
   // Waits for queued work (no-op on CPU).
   virtual Status synchronize() { return ok_status(); }
+
+  // Element type of the paged KV caches this backend's kv_write/attention take (CPU: f32, CUDA: bf16).
+  [[nodiscard]] virtual DType kv_cache_dtype() const { return DType::f32; }
 };
 
 struct BackendOptions {

@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
   [[nodiscard]] Device device() const override { return Device::cuda; }
+  [[nodiscard]] DType kv_cache_dtype() const override { return DType::bf16; }
 
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override {
     Tensor t;
