@@ -19,6 +19,9 @@ class ChatTemplate {
   // `context` holds messages, tools, add_generation_prompt, bos_token, eos_token and any
   // chat_template_kwargs (e.g. enable_thinking) as top-level variables.
   [[nodiscard]] virtual Result<std::string> render(const nlohmann::json& context) const = 0;
+  // Same, keeping the caller's key order. nlohmann::json sorts object keys, so `tools | tojson` prints
+  // them alphabetically; parse requests with nlohmann::ordered_json for byte parity with HF.
+  [[nodiscard]] virtual Result<std::string> render(const nlohmann::ordered_json& context) const = 0;
 };
 
 // What tokenizer_config.json says about chat: the template (a string, or the "default" of a named list),

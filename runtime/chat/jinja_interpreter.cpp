@@ -1,0 +1,674 @@
+#include "runtime/chat/jinja_interpreter.h"
+
+#include <cmath>
+#include <ctime>
+
+#include "runtime/chat/js_string.h"
+
+namespace spk::rt::jinja {
+
+namespace {
+struct BreakSignal {};
+struct ContinueSignal {};
+
+[[noreturn]] void fail(const std::string& msg) { throw JinjaError(msg); }
+
+// utils.ts slice(): Python slicing over `len` items; returns the chosen indices.
+std::vector<size_t> slice_indices(size_t len, const Value& start_v, const Value& stop_v,
+                                  const Value& step_v) {
+  const double n = static_cast<double>(len);
+  const double step = step_v.kind == Kind::Undefined ? 1 : step_v.num;
+  const bool has_start = start_v.kind != Kind::Undefined, has_stop = stop_v.kind != Kind::Undefined;
+  double start, stop;
+  if (step >= 0) {
+    start = has_start ? start_v.num : 0;
+    start = start < 0 ? std::max(n + start, 0.0) : std::min(start, n);
+    stop = has_stop ? stop_v.num : n;
+    stop = stop < 0 ? std::max(n + stop, 0.0) : std::min(stop, n);
+  } else {
+    start = has_start ? start_v.num : n - 1;
+    start = start < 0 ? std::max(n + start, -1.0) : std::min(start, n - 1);
+    stop = has_stop ? stop_v.num : -1;
+    stop = stop < -1 ? std::max(n + stop, -1.0) : std::min(stop, n - 1);
+  }
+  std::vector<size_t> out;
+  if (step == 0) return out;  // Math.sign(0) = 0: the reference loops zero times (0 < 0)
+  const double dir = step > 0 ? 1 : -1;
+  for (double i = start; dir * i < dir * stop; i += step) out.push_back(static_cast<size_t>(i));
+  return out;
+}
+
+void collect_specials(const Node* n, bool& kwargs, bool& varargs) {
+  if (!n) return;
+  if (n->kind == NodeKind::Ident) {
+    kwargs = kwargs || n->name == "kwargs";
+    varargs = varargs || n->name == "varargs";
+  }
+  collect_specials(n->a.get(), kwargs, varargs);
+  collect_specials(n->b.get(), kwargs, varargs);
+  collect_specials(n->c.get(), kwargs, varargs);
+  for (const auto* v : {&n->list, &n->body, &n->alt})
+    for (const auto& k : *v) collect_specials(k.get(), kwargs, varargs);
+}
+
+void strftime_js(std::string& out, const std::string& fmt, const std::tm& t) {
+  static const char* kLong[] = {"January", "February", "March",     "April",   "May",      "June",
+                                "July",    "August",   "September", "October", "November", "December"};
+  static const char* kShort[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  auto pad2 = [](int v) { return (v < 10 ? "0" : "") + std::to_string(v); };
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%' || i + 1 >= fmt.size()) {
+      out += fmt[i];
+      continue;
+    }
+    const char c = fmt[i + 1];
+    switch (c) {
+      case 'Y':
+        out += std::to_string(t.tm_year + 1900);
+        break;
+      case 'm':
+        out += pad2(t.tm_mon + 1);
+        break;
+      case 'd':
+        out += pad2(t.tm_mday);
+        break;
+      case 'b':
+        out += kShort[t.tm_mon];
+        break;
+      case 'B':
+        out += kLong[t.tm_mon];
+        break;
+      case 'H':
+        out += pad2(t.tm_hour);
+        break;
+      case 'M':
+        out += pad2(t.tm_min);
+        break;
+      case '%':
+        out += '%';
+        break;
+      default:
+        out += '%';
+        continue;  // not a token: keep '%' and let the next char print itself
+    }
+    ++i;
+  }
+}
+}  // namespace
+
+Value Env::lookup(const std::string& name) const {
+  for (const Env* e = this; e; e = e->parent_) {
+    auto it = e->vars_.find(name);
+    if (it != e->vars_.end()) return it->second;
+  }
+  return Value::undefined();
+}
+
+Value kwargs_value(std::vector<std::pair<std::string, Value>> kw) {
+  Object o;
+  o.items = std::move(kw);
+  return Value::object(std::move(o), Kind::KwArgs);
+}
+
+const Value* kwarg(const std::vector<std::pair<std::string, Value>>& kw, const char* name) {
+  for (const auto& [k, v] : kw)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+void Interpreter::setup_globals(Env& env) const {
+  env.set("namespace", Value::function([](std::vector<Value>& args, Env&) {
+            std::vector<Value> pos = args;
+            Value kw;
+            if (!pos.empty() && pos.back().kind == Kind::KwArgs) {
+              kw = pos.back();
+              pos.pop_back();
+            }
+            if (pos.size() > 1)
+              fail("namespace expected at most 1 argument, got " + std::to_string(pos.size()));
+            Object entries;
+            if (pos.size() == 1) {
+              const Value& src = pos[0];
+              if (src.is_object()) {
+                for (const auto& [k, v] : src.obj->items) entries.set(k, v);
+              } else if (src.is_array()) {
+                for (const Value& pair : *src.arr) {
+                  if (!pair.is_array() || pair.arr->size() != 2 || (*pair.arr)[0].kind != Kind::String)
+                    fail("namespace expected an object or an iterable of [key, value] pairs");
+                  entries.set((*pair.arr)[0].str, (*pair.arr)[1]);
+                }
+              } else {
+                fail(std::string("'") + kind_name(src.kind) + "' object is not iterable");
+              }
+            }
+            if (kw.obj)
+              for (const auto& [k, v] : kw.obj->items) entries.set(k, v);
+            return Value::object(std::move(entries), Kind::Namespace);
+          }));
+  for (const char* t : {"true", "True"}) env.set(t, Value::boolean(true));
+  for (const char* f : {"false", "False"}) env.set(f, Value::boolean(false));
+  for (const char* z : {"none", "None"}) env.set(z, Value::null());
+  env.set("raise_exception", Value::function([](std::vector<Value>& args, Env&) -> Value {
+            const std::string msg = args.empty() || args[0].is_none() ? "" : to_raw_string(args[0]);
+            throw JinjaError("raise_exception: " + msg);
+          }));
+  env.set("range", Value::function([](std::vector<Value>& args, Env&) {
+            for (const Value& a : args)
+              if (!a.is_number())
+                fail(std::string("range() arguments must be numbers, got ") + kind_name(a.kind));
+            if (args.empty()) fail("range() expects at least 1 argument");
+            double start = args[0].num, stop = 0, step = args.size() > 2 ? args[2].num : 1;
+            if (args.size() == 1) {
+              stop = start;
+              start = 0;
+            } else {
+              stop = args[1].num;
+            }
+            if (step == 0) fail("range() step must not be zero");
+            Array out;
+            for (double i = start; step > 0 ? i < stop : i > stop; i += step)
+              out.push_back(std::fmod(i, 1.0) == 0 ? Value::integer(i) : Value::floating(i));
+            return Value::array(std::move(out));
+          }));
+  const auto now = opt_.now_unix_s;
+  env.set("strftime_now", Value::function([now](std::vector<Value>& args, Env&) {
+            if (args.empty() || args[0].kind != Kind::String) fail("strftime_now() expects a format string");
+            std::tm t{};
+            if (now) {
+              const std::time_t s = static_cast<std::time_t>(*now);
+              gmtime_r(&s, &t);
+            } else {
+              const std::time_t s = std::time(nullptr);
+              localtime_r(&s, &t);
+            }
+            std::string out;
+            strftime_js(out, args[0].str, t);
+            return Value::string(std::move(out));
+          }));
+}
+
+std::string Interpreter::render(const Node& program, Env& env) {
+  std::string out;
+  exec_block(program.body, env, out);
+  return out;
+}
+
+void Interpreter::exec_block(const std::vector<NodePtr>& body, Env& env, std::string& out) {
+  for (const auto& sp : body) {
+    const Node& n = *sp;
+    try {
+      switch (n.kind) {
+        case NodeKind::Text:
+          out += n.lit.str;
+          break;
+        case NodeKind::Comment:
+          break;
+        case NodeKind::If:
+          exec_block(truthy(eval(*n.a, env)) ? n.body : n.alt, env, out);
+          break;
+        case NodeKind::For:
+          exec_for(n, env, out);
+          break;
+        case NodeKind::Set:
+          exec_set(n, env);
+          break;
+        case NodeKind::Macro:
+          exec_macro(n, env);
+          break;
+        case NodeKind::CallBlock:
+          exec_call_block(n, env, out);
+          break;
+        case NodeKind::Break:
+          throw BreakSignal{};
+        case NodeKind::Continue:
+          throw ContinueSignal{};
+        case NodeKind::FilterBlock: {
+          std::string inner;
+          exec_block(n.body, env, inner);
+          const Value v = apply_filter(Value::string(std::move(inner)), *n.a, env);
+          if (!v.is_none()) out += to_output(v);
+          break;
+        }
+        default: {
+          const Value v = eval(n, env);
+          if (!v.is_none()) out += to_output(v);
+        }
+      }
+    } catch (JinjaError& e) {
+      if (!e.line) e.line = n.line;
+      throw;
+    }
+  }
+}
+
+Value Interpreter::eval(const Node& n, Env& env) {
+  try {
+    return eval_inner(n, env);
+  } catch (JinjaError& e) {
+    if (!e.line) e.line = n.line;
+    throw;
+  }
+}
+
+Value Interpreter::eval_inner(const Node& n, Env& env) {
+  switch (n.kind) {
+    case NodeKind::Literal:
+      return n.lit;
+    case NodeKind::Ident:
+      return env.lookup(n.name);
+    case NodeKind::ArrayLit:
+    case NodeKind::TupleLit: {
+      Array a;
+      a.reserve(n.list.size());
+      for (const auto& e : n.list) a.push_back(eval(*e, env));
+      return Value::array(std::move(a), n.kind == NodeKind::ArrayLit ? Kind::Array : Kind::Tuple);
+    }
+    case NodeKind::ObjectLit: {
+      Object o;
+      for (size_t i = 0; i + 1 < n.list.size(); i += 2) {
+        Value k = eval(*n.list[i], env);
+        if (k.kind != Kind::String)
+          fail(std::string("Object keys must be strings: got ") + kind_name(k.kind));
+        o.set(k.str, eval(*n.list[i + 1], env));
+      }
+      return Value::object(std::move(o));
+    }
+    case NodeKind::Member:
+      return eval_member(n, env);
+    case NodeKind::Call:
+      return eval_call(n, env);
+    case NodeKind::Binary:
+      return eval_binary(n, env);
+    case NodeKind::Unary: {
+      const Value v = eval(*n.a, env);
+      if (n.name == "not") return Value::boolean(!truthy(v));
+      const double sign = n.name == "-" ? -1 : 1;
+      if (v.is_number() || v.kind == Kind::Bool) {
+        const double x = v.kind == Kind::Bool ? (v.b ? 1 : 0) : v.num;
+        return v.kind == Kind::Float ? Value::floating(sign * x) : Value::integer(sign * x);
+      }
+      fail("Unknown operator \"" + n.name + "\" for " + kind_name(v.kind));
+    }
+    case NodeKind::Filter:
+      return apply_filter(eval(*n.a, env), *n.b, env);
+    case NodeKind::Test: {
+      const bool r = run_test(n.name, eval(*n.a, env), nullptr);
+      return Value::boolean(n.flag ? !r : r);
+    }
+    case NodeKind::Select:
+      if (!truthy(eval(*n.b, env))) return Value::undefined();
+      return eval(*n.a, env);
+    case NodeKind::Ternary:
+      return truthy(eval(*n.a, env)) ? eval(*n.b, env) : eval(*n.c, env);
+    default:
+      fail("this statement cannot be used as an expression");
+  }
+}
+
+Value Interpreter::eval_binary(const Node& n, Env& env) {
+  const std::string& op = n.name;
+  Value left = eval(*n.a, env);
+  if (op == "and") return truthy(left) ? eval(*n.b, env) : left;
+  if (op == "or") return truthy(left) ? left : eval(*n.b, env);
+  Value right = eval(*n.b, env);
+  if (op == "==") return Value::boolean(loose_equal(left, right));
+  if (op == "!=") return Value::boolean(!loose_equal(left, right));
+  const bool in_op = op == "in" || op == "not in";
+  if (left.kind == Kind::Undefined || right.kind == Kind::Undefined) {
+    if (right.kind == Kind::Undefined && in_op) return Value::boolean(op == "not in");
+    fail("Cannot perform operation " + op + " on undefined values");
+  }
+  if (left.kind == Kind::Null || right.kind == Kind::Null) fail("Cannot perform operation on null values");
+  if (op == "~") return Value::string(to_raw_string(left) + to_raw_string(right));
+  auto numeric_like = [](const Value& v) { return v.is_number() || v.kind == Kind::Bool; };
+  auto numval = [](const Value& v) { return v.kind == Kind::Bool ? (v.b ? 1.0 : 0.0) : v.num; };
+  if (op == "**" && numeric_like(left) && numeric_like(right)) {
+    const double a = numval(left), b = numval(right);
+    if (a == 0 && b < 0) fail("0.0 cannot be raised to a negative power");
+    const double r = std::pow(a, b);
+    if (!std::isfinite(r)) fail("Exponentiation result is not a finite real number");
+    const bool is_float = left.kind == Kind::Float || right.kind == Kind::Float || b < 0;
+    return is_float ? Value::floating(r) : Value::integer(r);
+  }
+  if (left.is_number() && right.is_number()) {
+    const double a = left.num, b = right.num;
+    const bool is_float = left.kind == Kind::Float || right.kind == Kind::Float;
+    auto num = [&](double r) { return is_float ? Value::floating(r) : Value::integer(r); };
+    if (op == "+") return num(a + b);
+    if (op == "-") return num(a - b);
+    if (op == "*") return num(a * b);
+    if (op == "/") return Value::floating(a / b);
+    if (op == "//") return num(std::floor(a / b));
+    if (op == "%") return num(std::fmod(a, b));
+    if (op == "<") return Value::boolean(a < b);
+    if (op == ">") return Value::boolean(a > b);
+    if (op == ">=") return Value::boolean(a >= b);
+    if (op == "<=") return Value::boolean(a <= b);
+  } else if (left.is_array() && right.is_array()) {
+    if (op == "+") {
+      Array a = *left.arr;
+      a.insert(a.end(), right.arr->begin(), right.arr->end());
+      return Value::array(std::move(a));
+    }
+  } else if (right.is_array()) {
+    if (in_op) {
+      bool member = false;
+      for (const Value& x : *right.arr) member = member || strict_equal(x, left);
+      return Value::boolean(op == "in" ? member : !member);
+    }
+  }
+  if ((left.kind == Kind::String || right.kind == Kind::String) && op == "+")
+    return Value::string(to_raw_string(left) + to_raw_string(right));
+  if (left.kind == Kind::String && right.kind == Kind::String && in_op) {
+    const bool has = right.str.find(left.str) != std::string::npos;
+    return Value::boolean(op == "in" ? has : !has);
+  }
+  if (left.kind == Kind::String && right.is_object() && in_op) {
+    const bool has = right.obj->find(left.str) != nullptr;
+    return Value::boolean(op == "in" ? has : !has);
+  }
+  fail("Unknown operator \"" + op + "\" between " + kind_name(left.kind) + " and " + kind_name(right.kind));
+}
+
+Value Interpreter::eval_member(const Node& n, Env& env) {
+  const Value object = eval(*n.a, env);
+  Value property;
+  if (n.flag) {
+    if (n.b->kind == NodeKind::Slice) {
+      if (!(object.is_array() || object.kind == Kind::String))
+        fail("Slice object must be an array or string");
+      const Value start = n.b->a ? eval(*n.b->a, env) : Value();
+      const Value stop = n.b->b ? eval(*n.b->b, env) : Value();
+      const Value step = n.b->c ? eval(*n.b->c, env) : Value();
+      for (const Value* v : {&start, &stop, &step})
+        if (!(v->kind == Kind::Int || v->kind == Kind::Undefined))
+          fail("Slice start/stop/step must be integers");
+      if (object.is_array()) {
+        Array out;
+        for (size_t i : slice_indices(object.arr->size(), start, stop, step)) out.push_back((*object.arr)[i]);
+        return Value::array(std::move(out));
+      }
+      const auto cps = js_code_points(object.str);
+      std::string out;
+      for (size_t i : slice_indices(cps.size(), start, stop, step)) out += cps[i];
+      return Value::string(std::move(out));
+    }
+    property = eval(*n.b, env);
+  } else if (n.b->kind == NodeKind::Literal) {
+    property = n.b->lit;
+  } else {
+    property = Value::string(n.b->name);
+  }
+  if (object.is_attr_container()) {
+    if (property.kind != Kind::String)
+      fail(std::string("Cannot access property with non-string: got ") + kind_name(property.kind));
+    if (const Value* v = object.obj->find(property.str)) return *v;
+    return object.is_object() ? builtin_member(object, property.str) : Value::undefined();
+  }
+  if (object.is_array() || object.kind == Kind::String) {
+    if (property.kind == Kind::Int) {
+      if (object.is_array()) {
+        double i = property.num;
+        const double len = static_cast<double>(object.arr->size());
+        if (i < 0) i += len;
+        return i >= 0 && i < len ? (*object.arr)[static_cast<size_t>(i)] : Value::undefined();
+      }
+      // String#at over UTF-16 units; an index inside a surrogate pair yields U+FFFD here.
+      double i = property.num;
+      const double len = static_cast<double>(js_length(object.str));
+      if (i < 0) i += len;
+      if (!(i >= 0 && i < len)) return Value::undefined();
+      size_t unit = 0;
+      for (size_t p = 0; p < object.str.size();) {
+        const size_t a = p;
+        const char32_t cp = utf8_next(object.str, p);
+        const size_t w = cp >= 0x10000 ? 2 : 1;
+        if (static_cast<double>(unit) == i) {
+          if (w == 1) return Value::string(object.str.substr(a, p - a));
+          return Value::string("\xEF\xBF\xBD");
+        }
+        if (w == 2 && static_cast<double>(unit + 1) == i) return Value::string("\xEF\xBF\xBD");
+        unit += w;
+      }
+      return Value::undefined();
+    }
+    if (property.kind == Kind::String) return builtin_member(object, property.str);
+    fail(std::string("Cannot access property with non-string/non-number: got ") + kind_name(property.kind));
+  }
+  if (property.kind != Kind::String)
+    fail(std::string("Cannot access property with non-string: got ") + kind_name(property.kind));
+  return builtin_member(object, property.str);
+}
+
+void Interpreter::eval_args(const std::vector<NodePtr>& args, Env& env, std::vector<Value>& pos,
+                            std::vector<std::pair<std::string, Value>>& kw) {
+  for (const auto& a : args) {
+    if (a->kind == NodeKind::Spread) {
+      const Value v = eval(*a->a, env);
+      if (!v.is_array()) fail(std::string("Cannot unpack non-iterable type: ") + kind_name(v.kind));
+      pos.insert(pos.end(), v.arr->begin(), v.arr->end());
+    } else if (a->kind != NodeKind::KwArg && a->kind != NodeKind::KwSpread) {
+      pos.push_back(eval(*a, env));
+    }
+  }
+  auto add = [&](const std::string& k, Value v) {
+    if (kwarg(kw, k.c_str())) fail("Got multiple values for keyword argument '" + k + "'");
+    kw.emplace_back(k, std::move(v));
+  };
+  for (const auto& a : args) {
+    if (a->kind == NodeKind::KwArg) {
+      add(a->name, eval(*a->a, env));
+    } else if (a->kind == NodeKind::KwSpread) {
+      const Value v = eval(*a->a, env);
+      if (!v.is_object()) fail(std::string("Argument after ** must be a mapping, not ") + kind_name(v.kind));
+      for (const auto& [k, x] : v.obj->items) add(k, x);
+    }
+  }
+}
+
+Value Interpreter::eval_call(const Node& n, Env& env) {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+  eval_args(n.list, env, pos, kw);
+  if (!kw.empty()) pos.push_back(kwargs_value(std::move(kw)));
+  const Value fn = eval(*n.a, env);
+  if (fn.kind != Kind::Function) {
+    std::string what = n.a->kind == NodeKind::Ident ? "'" + n.a->name + "'" : std::string("this");
+    if (n.a->kind == NodeKind::Member && !n.a->flag && n.a->b->kind == NodeKind::Ident)
+      what = "'." + n.a->b->name + "'";
+    fail("Cannot call something that is not a function: " + what + " is " + kind_name(fn.kind));
+  }
+  return (*fn.fn)(pos, env);
+}
+
+void Interpreter::exec_for(const Node& n, Env& env, std::string& out) {
+  Env scope(&env);
+  const Node* test = nullptr;
+  Value iterable;
+  if (n.b->kind == NodeKind::Select) {
+    iterable = eval(*n.b->a, scope);
+    test = n.b->b.get();
+  } else {
+    iterable = eval(*n.b, scope);
+  }
+  if (!(iterable.is_array() || iterable.is_object()))
+    fail(std::string("Expected iterable or object type in for loop: got ") + kind_name(iterable.kind));
+  Array source;
+  if (iterable.is_object()) {
+    for (const auto& kv : iterable.obj->items) source.push_back(Value::string(kv.first));
+  }
+  const Array& all = iterable.is_object() ? source : *iterable.arr;
+  const Node& var = *n.a;
+  auto bind = [&](Env& e, const Value& cur) {
+    if (var.kind == NodeKind::Ident) {
+      e.set(var.name, cur);
+      return;
+    }
+    if (cur.kind != Kind::Array) fail(std::string("Cannot unpack non-iterable type: ") + kind_name(cur.kind));
+    if (var.list.size() != cur.arr->size())
+      fail(std::string("Too ") + (var.list.size() > cur.arr->size() ? "few" : "many") + " items to unpack");
+    for (size_t j = 0; j < var.list.size(); ++j) {
+      if (var.list[j]->kind != NodeKind::Ident) fail("Cannot unpack non-identifier type");
+      e.set(var.list[j]->name, (*cur.arr)[j]);
+    }
+  };
+  std::vector<const Value*> items;
+  items.reserve(all.size());
+  for (const Value& cur : all) {
+    if (test) {
+      Env loop_scope(&scope);
+      bind(loop_scope, cur);
+      if (!truthy(eval(*test, loop_scope))) continue;
+    }
+    items.push_back(&cur);
+  }
+  bool no_iteration = true;
+  const size_t len = items.size();
+  for (size_t i = 0; i < len; ++i) {
+    Object loop;
+    loop.items.reserve(9);
+    loop.items.emplace_back("index", Value::integer(double(i + 1)));
+    loop.items.emplace_back("index0", Value::integer(double(i)));
+    loop.items.emplace_back("revindex", Value::integer(double(len - i)));
+    loop.items.emplace_back("revindex0", Value::integer(double(len - i - 1)));
+    loop.items.emplace_back("first", Value::boolean(i == 0));
+    loop.items.emplace_back("last", Value::boolean(i == len - 1));
+    loop.items.emplace_back("length", Value::integer(double(len)));
+    loop.items.emplace_back("previtem", i > 0 ? *items[i - 1] : Value());
+    loop.items.emplace_back("nextitem", i + 1 < len ? *items[i + 1] : Value());
+    scope.set("loop", Value::object(std::move(loop)));
+    bind(scope, *items[i]);
+    const size_t mark = out.size();
+    try {
+      exec_block(n.body, scope, out);
+    } catch (const ContinueSignal&) {
+      out.resize(mark);  // the reference drops the partial output of an interrupted iteration
+      continue;
+    } catch (const BreakSignal&) {
+      out.resize(mark);
+      break;
+    }
+    no_iteration = false;
+  }
+  if (no_iteration) exec_block(n.alt, scope, out);
+}
+
+void Interpreter::exec_set(const Node& n, Env& env) {
+  Value rhs;
+  if (n.b) {
+    rhs = eval(*n.b, env);
+  } else {
+    std::string s;
+    exec_block(n.body, env, s);
+    rhs = Value::string(std::move(s));
+  }
+  const Node& lhs = *n.a;
+  if (lhs.kind == NodeKind::Ident) {
+    env.set(lhs.name, std::move(rhs));
+  } else if (lhs.kind == NodeKind::TupleLit) {
+    if (!rhs.is_array()) fail(std::string("Cannot unpack non-iterable type in set: ") + kind_name(rhs.kind));
+    if (rhs.arr->size() != lhs.list.size())
+      fail(std::string("Too ") + (lhs.list.size() > rhs.arr->size() ? "few" : "many") +
+           " items to unpack in set");
+    for (size_t i = 0; i < lhs.list.size(); ++i) {
+      if (lhs.list[i]->kind != NodeKind::Ident) fail("Cannot unpack to non-identifier in set");
+      env.set(lhs.list[i]->name, (*rhs.arr)[i]);
+    }
+  } else if (lhs.kind == NodeKind::Member) {
+    const Value object = eval(*lhs.a, env);
+    if (object.kind != Kind::Namespace)
+      fail("cannot assign attribute on non-namespace object (use namespace())");
+    if (lhs.flag || lhs.b->kind != NodeKind::Ident)
+      fail("Cannot assign to member with non-identifier property");
+    object.obj->set(lhs.b->name, std::move(rhs));
+  } else {
+    fail("Invalid left-hand side in set");
+  }
+}
+
+void Interpreter::bind_macro_args(const std::string& display, const Node& def,
+                                  const std::vector<NodePtr>& params, std::vector<Value>& args, Env& scope) {
+  std::vector<Value> pos = args;
+  std::vector<std::pair<std::string, Value>> kw;
+  if (!pos.empty() && pos.back().kind == Kind::KwArgs) {
+    kw = pos.back().obj->items;
+    pos.pop_back();
+  }
+  std::vector<const Node*> pending;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Node& p = *params[i];
+    const std::string& name = p.name;
+    Value v;
+    bool have = i < pos.size();
+    if (have) v = pos[i];
+    if (!have) {
+      for (auto it = kw.begin(); it != kw.end(); ++it) {
+        if (it->first == name) {
+          v = it->second;
+          kw.erase(it);
+          have = true;
+          break;
+        }
+      }
+    }
+    if (!have && p.kind == NodeKind::KwArg) pending.push_back(&p);
+    scope.set(name, have ? v : Value());
+  }
+  bool uses_kwargs = false, uses_varargs = false;
+  for (const auto& b : def.body) collect_specials(b.get(), uses_kwargs, uses_varargs);
+  for (const auto& p : params) {
+    if (p->name == "kwargs") uses_kwargs = false;
+    if (p->name == "varargs") uses_varargs = false;
+  }
+  if (uses_kwargs) {
+    Object o;
+    o.items = std::move(kw);
+    scope.set("kwargs", Value::object(std::move(o)));
+  } else if (!kw.empty()) {
+    fail("macro " + display + " takes no keyword argument '" + kw.front().first + "'");
+  }
+  if (uses_varargs) {
+    Array rest(pos.size() > params.size() ? pos.begin() + static_cast<long>(params.size()) : pos.end(),
+               pos.end());
+    scope.set("varargs", Value::array(std::move(rest)));
+  } else if (pos.size() > params.size()) {
+    fail("macro " + display + " takes not more than " + std::to_string(params.size()) + " argument(s)");
+  }
+  for (const Node* p : pending) scope.set(p->name, eval(*p->a, scope));
+}
+
+void Interpreter::exec_macro(const Node& n, Env& env) {
+  const Node* def = &n;
+  env.set(n.name, Value::function([this, def](std::vector<Value>& args, Env& caller) {
+            Env scope(&caller);
+            bind_macro_args("'" + def->name + "'", *def, def->list, args, scope);
+            std::string out;
+            exec_block(def->body, scope, out);
+            return Value::string(std::move(out));
+          }));
+}
+
+void Interpreter::exec_call_block(const Node& n, Env& env, std::string& out) {
+  const Node* def = &n;
+  Env* defining = &env;
+  Value caller = Value::function([this, def, defining](std::vector<Value>& args, Env&) {
+    Env scope(defining);
+    bind_macro_args("None", *def, def->list, args, scope);
+    std::string s;
+    exec_block(def->body, scope, s);
+    return Value::string(std::move(s));
+  });
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+  eval_args(n.a->list, env, pos, kw);
+  pos.push_back(kwargs_value(std::move(kw)));
+  const Value fn = eval(*n.a->a, env);
+  if (fn.kind != Kind::Function) fail("call block: '" + n.a->a->name + "' is not a macro");
+  Env call_env(&env);
+  call_env.set("caller", std::move(caller));
+  const Value v = (*fn.fn)(pos, call_env);
+  if (!v.is_none()) out += to_output(v);
+}
+
+}  // namespace spk::rt::jinja
