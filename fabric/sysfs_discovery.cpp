@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace spk::fabric {
 namespace fs = std::filesystem;
@@ -147,6 +148,10 @@ Result<NodeFabric> discover(const DiscoverRequest& req, const NetView& net) {
         if (!g.ndev.empty()) netdev_names.push_back(g.ndev);
     nf.devices.push_back(std::move(d));
   }
+  // PCI order puts the domain-0 half (rocep1s0f0) before its P2 twin, as the kernel enumerates them.
+  std::sort(nf.devices.begin(), nf.devices.end(), [](const RdmaDevice& a, const RdmaDevice& b) {
+    return std::tie(a.pci, a.name) < std::tie(b.pci, b.name);
+  });
   std::sort(netdev_names.begin(), netdev_names.end());
   netdev_names.erase(std::unique(netdev_names.begin(), netdev_names.end()), netdev_names.end());
 

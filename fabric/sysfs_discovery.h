@@ -62,7 +62,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Netdev, name, mtu, operstate, ma
 struct NodeFabric {
   std::string node;                 // name used in messages ("node-b")
   std::string sysfs_root;           // where it was read
-  std::vector<RdmaDevice> devices;  // sorted by name
+  std::vector<RdmaDevice> devices;  // sorted by PCI address, then name
   std::vector<Netdev> netdevs;      // every netdev of every device, sorted by name
 
   [[nodiscard]] const Netdev* netdev(const std::string& name) const;
