@@ -16,11 +16,18 @@ struct LoadOptions {
   std::string backend = "cpu";  // "cpu" (fp32 reference) | "cuda" (when built)
   int tp_rank = 0;              // tensor parallelism (later issue): this rank's slice
   int tp_world = 1;
+  int threads = 0;  // CPU backend worker threads, 0 = hardware concurrency
 };
+
+class WeightSource;
 
 class Model {
  public:
+  // config.json + safetensors of a HF checkpoint directory. Unknown architectures are refused by name.
   static Result<std::unique_ptr<Model>> load(const std::string& model_dir, const LoadOptions& opts);
+  // Same, from a parsed config and any weight source (tests, tools).
+  static Result<std::unique_ptr<Model>> load(const ModelConfig& config, std::shared_ptr<WeightSource> weights,
+                                             const LoadOptions& opts);
   virtual ~Model() = default;
 
   [[nodiscard]] virtual const ModelConfig& config() const = 0;

@@ -1,0 +1,37 @@
+// Model::load: config + weights + backend -> the transformer for the config's architecture.
+#include "runtime/model/model.h"
+
+#include "kernels/backend.h"
+#include "runtime/model/transformer.h"
+#include "runtime/model/weight_source.h"
+
+namespace spk::rt {
+
+Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::shared_ptr<WeightSource> weights,
+                                           const LoadOptions& opts) {
+  if (opts.tp_world != 1 || opts.tp_rank != 0)
+    return make_error("tensor parallelism (tp_world " + std::to_string(opts.tp_world) + ") is not built yet",
+                      "run with tp_world 1");
+  // Every architecture parse_model_config accepts is a dense pre-norm decoder that the Transformer runs;
+  // the per-architecture differences (biases, q/k norm, sliding window, rope scaling) are config facts.
+  switch (config.arch) {
+    case Arch::llama:
+    case Arch::mistral:
+    case Arch::qwen2:
+    case Arch::qwen3:
+      break;
+    default:
+      return make_error("architecture '" + config.architecture + "' has no model graph",
+                        "use a Llama, Mistral, Qwen2 or Qwen3 checkpoint");
+  }
+  SPK_ASSIGN(std::unique_ptr<Backend> be, make_backend({.name = opts.backend, .threads = opts.threads}));
+  return Transformer::create(config, std::move(weights), std::move(be));
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& model_dir, const LoadOptions& opts) {
+  SPK_ASSIGN(ModelConfig cfg, load_model_config(model_dir));
+  SPK_ASSIGN(std::shared_ptr<WeightSource> w, open_checkpoint_weights(model_dir));
+  return load(cfg, std::move(w), opts);
+}
+
+}  // namespace spk::rt

@@ -1,0 +1,215 @@
+#include "runtime/model/transformer.h"
+
+#include <algorithm>
+
+namespace spk::rt {
+
+Result<std::unique_ptr<Model>> Transformer::create(const ModelConfig& cfg, std::shared_ptr<WeightSource> src,
+                                                   std::unique_ptr<Backend> be) {
+  std::unique_ptr<Transformer> m(new Transformer());
+  m->cfg_ = cfg;
+  m->src_ = std::move(src);
+  m->be_ = std::move(be);
+  SPK_TRY(m->load(*m->src_));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+Status Transformer::load(const WeightSource& src) {
+  const ModelConfig& c = cfg_;
+  SPK_ASSIGN(embed_,
+             load_weight(*be_, src, "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, false));
+  weight_bytes_ = embed_.nbytes();
+  layers_.resize(c.num_hidden_layers);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    SPK_TRY(layers_[i].load(*be_, src, i, c));
+    weight_bytes_ += layers_[i].bytes();
+  }
+  SPK_TRY(final_norm_.load(*be_, src, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
+  weight_bytes_ += final_norm_.w.nbytes();
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;  // HF ties lm_head to the embedding even when lm_head.weight is also stored
+  } else {
+    if (!src.has("lm_head.weight"))
+      return make_error(
+          "config.json says tie_word_embeddings=false but the checkpoint has no 'lm_head.weight'",
+          "set tie_word_embeddings=true in config.json or use a complete checkpoint");
+    SPK_ASSIGN(lm_head_, load_weight(*be_, src, "lm_head.weight", {c.vocab_size, c.hidden_size}, false));
+    weight_bytes_ += lm_head_.nbytes();
+  }
+  Llama3RopeScaling l3;
+  if (c.rope_scaling) {
+    l3 = {c.rope_scaling->factor, c.rope_scaling->low_freq_factor, c.rope_scaling->high_freq_factor,
+          c.rope_scaling->original_max_position_embeddings};
+  }
+  const std::vector<float> inv = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling ? &l3 : nullptr);
+  SPK_ASSIGN(inv_freq_, be_->alloc(DType::f32, {static_cast<int64_t>(inv.size())}));
+  return be_->upload(inv_freq_, inv.data(), inv.size() * sizeof(float));
+}
+
+// layers x (K + V) x kv_heads x head_dim x element size of the backend's KV dtype (CPU f32, CUDA bf16).
+uint64_t Transformer::kv_bytes_per_token() const {
+  return uint64_t{dtype_size(be_->kv_cache_dtype())} * 2 * cfg_.num_hidden_layers * cfg_.num_key_value_heads *
+         cfg_.head_dim;
+}
+
+uint64_t Transformer::activation_bytes(int max_tokens) const {
+  const uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * cfg_.num_attention_heads * cfg_.head_dim +
+                             2ull * cfg_.num_key_value_heads * cfg_.head_dim + 3ull * cfg_.intermediate_size +
+                             3 /* ids, rows */ + cfg_.hidden_size + cfg_.vocab_size /* logits, worst case */;
+  return 4ull * per_token * static_cast<uint64_t>(std::max(max_tokens, 0));
+}
+
+Status Transformer::allocate_kv(int num_blocks, int block_size) {
+  if (num_blocks <= 0 || block_size <= 0)
+    return make_error("KV pool of " + std::to_string(num_blocks) + " blocks x " + std::to_string(block_size) +
+                          " tokens is empty",
+                      "pass a positive number of blocks and block size");
+  k_cache_.clear();
+  v_cache_.clear();
+  const std::vector<int64_t> shape = {num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+    SPK_ASSIGN(Tensor k, be_->alloc(be_->kv_cache_dtype(), shape));
+    SPK_ASSIGN(Tensor v, be_->alloc(be_->kv_cache_dtype(), shape));
+    k_cache_.push_back(std::move(k));
+    v_cache_.push_back(std::move(v));
+  }
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  return ok_status();
+}
+
+Status Transformer::reserve(int64_t n, int64_t m) {
+  const ModelConfig& c = cfg_;
+  if (n > cap_tokens_) {
+    n = std::max(n, std::min<int64_t>(2 * cap_tokens_, 8192));
+    const int64_t H = c.hidden_size, hq = c.num_attention_heads, hk = c.num_key_value_heads, hd = c.head_dim,
+                  I = c.intermediate_size;
+    SPK_ASSIGN(cap_.resid, be_->alloc(DType::f32, {n, H}));
+    SPK_ASSIGN(cap_.h, be_->alloc(DType::f32, {n, H}));
+    SPK_ASSIGN(cap_.delta, be_->alloc(DType::f32, {n, H}));
+    SPK_ASSIGN(cap_.q, be_->alloc(DType::f32, {n, hq, hd}));
+    SPK_ASSIGN(cap_.attn, be_->alloc(DType::f32, {n, hq, hd}));
+    SPK_ASSIGN(cap_.k, be_->alloc(DType::f32, {n, hk, hd}));
+    SPK_ASSIGN(cap_.v, be_->alloc(DType::f32, {n, hk, hd}));
+    SPK_ASSIGN(cap_.gate, be_->alloc(DType::f32, {n, I}));
+    SPK_ASSIGN(cap_.up, be_->alloc(DType::f32, {n, I}));
+    SPK_ASSIGN(cap_.act, be_->alloc(DType::f32, {n, I}));
+    SPK_ASSIGN(ids_cap_, be_->alloc(DType::i32, {n}));
+    cap_tokens_ = n;
+  }
+  if (m > cap_logits_) {
+    SPK_ASSIGN(rows_cap_, be_->alloc(DType::i32, {m}));
+    SPK_ASSIGN(last_cap_, be_->alloc(DType::f32, {m, c.hidden_size}));
+    SPK_ASSIGN(logits_cap_, be_->alloc(DType::f32, {m, c.vocab_size}));
+    cap_logits_ = m;
+  }
+  return ok_status();
+}
+
+// Checks the batch against the pool and flattens it into the backend's step metadata.
+Result<StepMeta> Transformer::step_meta(const StepBatch& b) const {
+  if (block_size_ == 0) return make_error("forward before allocate_kv", "call Model::allocate_kv first");
+  if (b.positions.size() != b.tokens.size())
+    return make_error("step batch has " + std::to_string(b.tokens.size()) + " tokens but " +
+                          std::to_string(b.positions.size()) + " positions",
+                      "give one position per token");
+  StepMeta m;
+  m.block_size = block_size_;
+  m.positions = b.positions;
+  m.slots.assign(b.tokens.size(), -1);
+  for (size_t s = 0; s < b.seqs.size(); ++s) {
+    const SeqSlice& q = b.seqs[s];
+    const size_t need = (static_cast<size_t>(std::max(q.ctx_len, 0)) + block_size_ - 1) / block_size_;
+    const std::string which = "step batch sequence " + std::to_string(s);
+    if (q.q_start < 0 || q.q_len < 0 || q.ctx_len < q.q_len ||
+        static_cast<size_t>(q.q_start) + q.q_len > b.tokens.size())
+      return make_error(which + ": q_start " + std::to_string(q.q_start) + ", q_len " +
+                            std::to_string(q.q_len) + ", ctx_len " + std::to_string(q.ctx_len) +
+                            " do not fit " + std::to_string(b.tokens.size()) + " tokens",
+                        "the scheduler built an inconsistent batch");
+    if (q.block_table.size() < need)
+      return make_error(which + ": block table has " + std::to_string(q.block_table.size()) +
+                            " blocks, ctx_len " + std::to_string(q.ctx_len) + " needs " +
+                            std::to_string(need),
+                        "allocate blocks before scheduling the step");
+    for (size_t i = 0; i < need; ++i)
+      if (q.block_table[i] < 0 || q.block_table[i] >= num_blocks_)
+        return make_error(which + ": block id " + std::to_string(q.block_table[i]) + " outside the pool of " +
+                              std::to_string(num_blocks_) + " blocks",
+                          "the block manager handed out a block that does not exist");
+    for (int32_t i = q.q_start; i < q.q_start + q.q_len; ++i) {
+      const int32_t p = b.positions[i];
+      if (p < 0 || p >= q.ctx_len)
+        return make_error(which + ": position " + std::to_string(p) + " outside [0, ctx_len " +
+                              std::to_string(q.ctx_len) + ")",
+                          "positions of new tokens are ctx_len - q_len .. ctx_len - 1");
+      m.slots[i] = q.block_table[p / block_size_] * block_size_ + p % block_size_;
+    }
+    m.seqs.push_back({q.q_start, q.q_len, q.ctx_len, static_cast<int32_t>(m.block_tables.size())});
+    m.block_tables.insert(m.block_tables.end(), q.block_table.begin(), q.block_table.begin() + need);
+  }
+  for (size_t i = 0; i < m.slots.size(); ++i)
+    if (m.slots[i] < 0)
+      return make_error("step batch token row " + std::to_string(i) + " belongs to no sequence",
+                        "every token must lie in one sequence's [q_start, q_start + q_len)");
+  for (int32_t r : b.logit_rows)
+    if (r < 0 || static_cast<size_t>(r) >= b.tokens.size())
+      return make_error("logit row " + std::to_string(r) + " outside the step's " +
+                            std::to_string(b.tokens.size()) + " tokens",
+                        "logit_rows index into tokens");
+  for (int32_t t : b.tokens)
+    if (t < 0 || t >= cfg_.vocab_size)
+      return make_error(
+          "token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(cfg_.vocab_size),
+          "check that the tokenizer belongs to this model");
+  return m;
+}
+
+Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) {
+  SPK_ASSIGN(StepMeta meta, step_meta(batch));
+  const int64_t n = static_cast<int64_t>(batch.tokens.size()),
+                m = static_cast<int64_t>(batch.logit_rows.size());
+  logits.assign(static_cast<size_t>(m) * cfg_.vocab_size, 0.0f);
+  if (n == 0) return ok_status();
+  SPK_TRY(reserve(n, std::max<int64_t>(m, 1)));
+  Activations a;
+  for (auto [dst, src] : {std::pair{&a.resid, &cap_.resid},
+                          {&a.h, &cap_.h},
+                          {&a.delta, &cap_.delta},
+                          {&a.q, &cap_.q},
+                          {&a.attn, &cap_.attn},
+                          {&a.k, &cap_.k},
+                          {&a.v, &cap_.v},
+                          {&a.gate, &cap_.gate},
+                          {&a.up, &cap_.up},
+                          {&a.act, &cap_.act}})
+    *dst = src->rows(0, n);
+  Tensor ids = ids_cap_.rows(0, n);
+  SPK_TRY(be_->upload(ids, batch.tokens.data(), n * sizeof(int32_t)));
+  SPK_TRY(be_->begin_step(meta));
+
+  SPK_TRY(be_->embedding(embed_, ids, a.resid));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const DecoderLayer& L = layers_[l];
+    if (l == 0) {
+      SPK_TRY(be_->rmsnorm(a.resid, L.input_layernorm.w, L.input_layernorm.eps, a.h));
+    } else {  // residual += previous MLP output; h = norm(residual)
+      SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.input_layernorm.w, L.input_layernorm.eps, a.h));
+    }
+    SPK_TRY(L.self_attn.forward(*be_, a, inv_freq_, k_cache_[l], v_cache_[l]));
+    SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.post_attention_layernorm.w, L.post_attention_layernorm.eps,
+                             a.h));
+    SPK_TRY(L.mlp.forward(*be_, a));
+  }
+  if (m == 0) return be_->synchronize();
+  // Final norm and lm_head only for the rows whose logits are wanted.
+  SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, final_norm_.w, final_norm_.eps, a.h));
+  Tensor rows = rows_cap_.rows(0, m), last = last_cap_.rows(0, m), out = logits_cap_.rows(0, m);
+  SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
+  SPK_TRY(be_->gather_rows(a.h, rows, last));
+  SPK_TRY(be_->linear(last, lm_head_, nullptr, out));
+  SPK_TRY(be_->synchronize());
+  return be_->download(out, logits.data(), logits.size() * sizeof(float));
+}
+
+}  // namespace spk::rt

@@ -1,0 +1,49 @@
+// The decoder-only transformer behind Model (internal header): embedding -> N x DecoderLayer ->
+// final norm -> lm_head (tied to the embedding when the config says so), over the paged KV pool.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "runtime/model/layers.h"
+#include "runtime/model/model.h"
+
+namespace spk::rt {
+
+class Transformer final : public Model {
+ public:
+  static Result<std::unique_ptr<Model>> create(const ModelConfig& cfg, std::shared_ptr<WeightSource> src,
+                                               std::unique_ptr<Backend> be);
+
+  [[nodiscard]] const ModelConfig& config() const override { return cfg_; }
+  [[nodiscard]] uint64_t weight_bytes() const override { return weight_bytes_; }
+  [[nodiscard]] uint64_t kv_bytes_per_token() const override;
+  [[nodiscard]] uint64_t activation_bytes(int max_tokens) const override;
+  Status allocate_kv(int num_blocks, int block_size) override;
+  [[nodiscard]] int block_size() const override { return block_size_; }
+  [[nodiscard]] int num_blocks() const override { return num_blocks_; }
+  Status forward(const StepBatch& batch, std::vector<float>& logits) override;
+
+ private:
+  Transformer() = default;
+  Status load(const WeightSource& src);
+  Status reserve(int64_t n_tokens, int64_t n_logits);  // grows the activation buffers
+  Result<StepMeta> step_meta(const StepBatch& b) const;
+
+  ModelConfig cfg_;
+  std::shared_ptr<WeightSource> src_;
+  std::unique_ptr<Backend> be_;
+  Tensor embed_, lm_head_, inv_freq_;
+  RmsNorm final_norm_;
+  std::vector<DecoderLayer> layers_;
+  std::vector<Tensor> k_cache_, v_cache_;
+  int block_size_ = 0, num_blocks_ = 0;
+  uint64_t weight_bytes_ = 0;
+  // Activation storage sized for cap_tokens_ / cap_logits_ rows; each step takes [n] views.
+  Activations cap_;
+  Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_;
+  int64_t cap_tokens_ = 0, cap_logits_ = 0;
+};
+
+}  // namespace spk::rt

@@ -1,0 +1,61 @@
+#include "runtime/model/weight_source.h"
+
+#include <cstring>
+
+#include "runtime/checkpoint/checkpoint.h"
+
+namespace spk::rt {
+namespace {
+
+class CheckpointWeights final : public WeightSource {
+ public:
+  explicit CheckpointWeights(std::shared_ptr<Checkpoint> c) : c_(std::move(c)) {}
+  bool has(const std::string& name) const override { return c_->has(name); }
+  Result<HostWeight> get(const std::string& name) const override {
+    SPK_ASSIGN(TensorView v, c_->tensor(name));
+    return HostWeight{v.data, v.dtype, v.shape};
+  }
+  std::shared_ptr<void> keepalive() const override { return c_; }
+
+ private:
+  std::shared_ptr<Checkpoint> c_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir) {
+  SPK_ASSIGN(Checkpoint c, Checkpoint::open(dir));
+  return std::shared_ptr<WeightSource>(
+      std::make_shared<CheckpointWeights>(std::make_shared<Checkpoint>(std::move(c))));
+}
+
+void MemoryWeights::put_f32(const std::string& name, std::vector<int64_t> shape,
+                            const std::vector<float>& values) {
+  Entry e{DType::f32, std::move(shape), std::vector<uint8_t>(values.size() * 4)};
+  std::memcpy(e.bytes.data(), values.data(), e.bytes.size());
+  t_[name] = std::move(e);
+}
+
+void MemoryWeights::put_bf16(const std::string& name, std::vector<int64_t> shape,
+                             const std::vector<float>& values) {
+  Entry e{DType::bf16, std::move(shape), std::vector<uint8_t>(values.size() * 2)};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t h = f32_to_bf16(values[i]);
+    std::memcpy(e.bytes.data() + 2 * i, &h, 2);
+  }
+  t_[name] = std::move(e);
+}
+
+Result<HostWeight> MemoryWeights::get(const std::string& name) const {
+  auto it = t_.find(name);
+  if (it == t_.end())
+    return make_error("tensor '" + name + "' is not among the in-memory weights",
+                      "is this the right architecture?");
+  return HostWeight{it->second.bytes.data(), it->second.dtype, it->second.shape};
+}
+
+std::shared_ptr<void> MemoryWeights::keepalive() const {
+  return std::const_pointer_cast<MemoryWeights>(shared_from_this());
+}
+
+}  // namespace spk::rt

@@ -1,0 +1,53 @@
+// Where a model's weights come from: a checkpoint directory (mmapped safetensors, zero-copy) or, in
+// tests, tensors held in memory. Bytes stay valid while keepalive() lives.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "kernels/dtype.h"
+
+namespace spk::rt {
+
+struct HostWeight {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  [[nodiscard]] virtual bool has(const std::string& name) const = 0;
+  // Error names the tensor and where it was looked for.
+  [[nodiscard]] virtual Result<HostWeight> get(const std::string& name) const = 0;
+  [[nodiscard]] virtual std::shared_ptr<void> keepalive() const = 0;
+};
+
+// model.safetensors or an indexed set of shards in `dir`.
+Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir);
+
+// Tensors in memory (tests, tools).
+class MemoryWeights final : public WeightSource, public std::enable_shared_from_this<MemoryWeights> {
+ public:
+  void put_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values);
+  // Stores the values rounded to bf16.
+  void put_bf16(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values);
+
+  [[nodiscard]] bool has(const std::string& name) const override { return t_.count(name) != 0; }
+  [[nodiscard]] Result<HostWeight> get(const std::string& name) const override;
+  [[nodiscard]] std::shared_ptr<void> keepalive() const override;
+
+ private:
+  struct Entry {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::string, Entry> t_;
+};
+
+}  // namespace spk::rt
