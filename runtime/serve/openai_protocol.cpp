@@ -189,16 +189,16 @@ std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool cha
     for (const auto& msg : *m)
       if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
         return api_error(400, "every message must be an object with a string 'role'", "messages");
-    q.messages = *m;
-    if (const json* t = r.get("tools")) {
-      if (!t->is_array()) return api_error(400, "'tools' must be an array", "tools");
-      q.tools = *t;
-    }
-    if (const json* k = r.get("chat_template_kwargs")) {
-      if (!k->is_object())
-        return api_error(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
-      q.chat_template_kwargs = *k;
-    }
+    if (const json* t = r.get("tools"); t && !t->is_array())
+      return api_error(400, "'tools' must be an array", "tools");
+    if (const json* k = r.get("chat_template_kwargs"); k && !k->is_object())
+      return api_error(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    // Second parse, order-preserving, for what the chat template sees (the body is valid JSON here).
+    auto oj = nlohmann::ordered_json::parse(body, nullptr, false);
+    q.messages = oj["messages"];
+    if (oj.contains("tools") && !oj["tools"].is_null()) q.tools = oj["tools"];
+    if (oj.contains("chat_template_kwargs") && !oj["chat_template_kwargs"].is_null())
+      q.chat_template_kwargs = oj["chat_template_kwargs"];
     r.boolean("add_generation_prompt", q.add_generation_prompt);
     r.boolean("logprobs", q.logprobs);
     r.integer("top_logprobs", q.top_logprobs, 0, lim.max_top_logprobs,

@@ -50,10 +50,12 @@ struct ApiRequest {
   std::string prompt;
   std::vector<int32_t> prompt_ids;
   bool prompt_is_ids = false;
-  // /v1/chat/completions
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;                                            // null when absent
-  nlohmann::json chat_template_kwargs = nlohmann::json::object();  // e.g. {"enable_thinking": false}
+  // /v1/chat/completions. Key order kept as sent (ordered_json): templates print `tools | tojson`
+  // and must match what HF renders byte for byte.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;  // null when absent
+  nlohmann::ordered_json chat_template_kwargs =
+      nlohmann::ordered_json::object();  // {"enable_thinking": false}
   bool add_generation_prompt = true;
 
   bool stream = false;

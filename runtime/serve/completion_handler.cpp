@@ -1,0 +1,250 @@
+#include "runtime/serve/completion_handler.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+
+namespace spk::rt {
+
+namespace {
+
+std::string make_id(bool chat) {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t t = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  char b[48];
+  std::snprintf(b, sizeof b, "%016llx%04llx", static_cast<unsigned long long>(t),
+                static_cast<unsigned long long>(counter++ & 0xffff));
+  return std::string(chat ? "chatcmpl-" : "cmpl-") + b;
+}
+
+const char* finish_name(FinishReason f) {
+  switch (f) {
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::none:
+      break;
+  }
+  return "";
+}
+
+SamplingParams to_sampling(const GenerationParams& g) {
+  SamplingParams p;
+  p.temperature = g.temperature;
+  p.top_k = g.top_k;
+  p.top_p = g.top_p;
+  p.min_p = g.min_p;
+  p.seed = g.seed;
+  p.repetition_penalty = g.repetition_penalty;
+  p.presence_penalty = g.presence_penalty;
+  p.frequency_penalty = g.frequency_penalty;
+  p.max_tokens = g.max_tokens;
+  p.stop = g.stop;
+  p.stop_token_ids = g.stop_token_ids;
+  p.ignore_eos = g.ignore_eos;
+  return p;
+}
+
+}  // namespace
+
+Generation::Generation(Engine& engine, std::shared_ptr<const Tokenizer> tok, Metrics& metrics, ApiRequest req,
+                       std::string model_name)
+    : engine_(engine),
+      tok_(std::move(tok)),
+      metrics_(metrics),
+      req_(std::move(req)),
+      model_(std::move(model_name)),
+      id_(make_id(req_.chat)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {}
+
+Generation::~Generation() { abort_all(); }
+
+void Generation::abort_all() {
+  for (auto& c : choices_)
+    if (!c.done) {
+      engine_.abort(c.sub.id);
+      c.done = true;
+      c.error = "aborted";
+    }
+}
+
+std::optional<ApiError> Generation::start(const ChatConfig& chat) {
+  std::vector<int32_t> ids;
+  const char* prompt_param = req_.chat ? "messages" : "prompt";
+  if (req_.chat) {
+    if (!chat.chat_template)
+      return api_error(400, "this model has no chat template (tokenizer_config.json has no chat_template)",
+                       "messages");
+    nlohmann::ordered_json ctx = req_.chat_template_kwargs;
+    ctx["messages"] = req_.messages;
+    ctx["add_generation_prompt"] = req_.add_generation_prompt;
+    ctx["bos_token"] = chat.bos_token;
+    ctx["eos_token"] = chat.eos_token;
+    if (!req_.tools.is_null()) ctx["tools"] = req_.tools;
+    auto text = chat.chat_template->render(ctx);
+    if (!text.ok()) return api_error(400, "chat template failed: " + text.error().what(), "messages");
+    ids = tok_->encode(*text, /*add_special_tokens=*/false);  // the template already wrote bos
+  } else if (req_.prompt_is_ids) {
+    ids = req_.prompt_ids;
+    for (int32_t t : ids)
+      if (static_cast<size_t>(t) >= tok_->vocab_size())
+        return api_error(400,
+                         "prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                             std::to_string(tok_->vocab_size()) + ")",
+                         "prompt");
+  } else {
+    ids = tok_->encode(req_.prompt, /*add_special_tokens=*/true);
+  }
+  prompt_tokens_ = static_cast<int>(ids.size());
+  const int L = engine_.config().max_model_len;
+  if (ids.empty()) return api_error(400, "the prompt is empty after tokenization", prompt_param);
+  if (prompt_tokens_ >= L)
+    return api_error(400,
+                     "This model's maximum context length is " + std::to_string(L) +
+                         " tokens. However, your prompt has " + std::to_string(prompt_tokens_) +
+                         " tokens (shorten it)",
+                     prompt_param);
+  auto& g = req_.gen;
+  if (req_.max_tokens_given && prompt_tokens_ + g.max_tokens > L)
+    return api_error(400,
+                     "This model's maximum context length is " + std::to_string(L) +
+                         " tokens. However, you requested " + std::to_string(prompt_tokens_ + g.max_tokens) +
+                         " tokens (" + std::to_string(prompt_tokens_) + " in the prompt, " +
+                         std::to_string(g.max_tokens) + " in the completion); lower max_tokens",
+                     "max_tokens");
+  if (!req_.max_tokens_given)
+    g.max_tokens = req_.chat ? L - prompt_tokens_ : std::min(16, L - prompt_tokens_);
+
+  SamplingParams sp = to_sampling(g);
+  if (Status st = validate(sp); !st.ok()) return api_error(400, st.error().what());
+
+  choices_.resize(static_cast<size_t>(req_.n));
+  for (int i = 0; i < req_.n; ++i) {
+    SamplingParams spi = sp;
+    if (spi.seed) spi.seed = *spi.seed + static_cast<uint64_t>(i);  // n choices must differ
+    auto sub = engine_.submit({ids, spi, req_.logprobs});
+    if (!sub.ok()) {
+      choices_.resize(static_cast<size_t>(i));
+      abort_all();
+      choices_.clear();
+      return sub.error().retryable ? api_error(429, sub.error().what(), {}, "rate_limit_exceeded")
+                                   : api_error(400, sub.error().what(), prompt_param);
+    }
+    ChoiceState& c = choices_[static_cast<size_t>(i)];
+    c.index = i;
+    c.pending.index = i;
+    c.sub = *sub;
+    c.dec = std::make_unique<IncrementalDecoder>(tok_, /*skip_special_tokens=*/true);
+    c.stop = std::make_unique<StopChecker>(g.stop);
+  }
+  metrics_.prompt_tokens(prompt_tokens_);
+  return std::nullopt;
+}
+
+void Generation::consume(ChoiceState& c, SeqUpdate& u) {
+  for (size_t i = 0; i < u.tokens.size() && !c.done; ++i) {
+    int32_t t = u.tokens[i];
+    std::string piece = c.dec->push(t);
+    ++c.consumed;
+    if (req_.logprobs) {
+      c.pending.token_texts.push_back(tok_->decode({t}, false));
+      c.pending.token_logprobs.push_back(u.logprobs[i]);
+    }
+    auto o = c.stop->push(piece);
+    c.pending.text += o.emit;
+    c.full_text += o.emit;
+    if (o.stopped) {  // a stop string: this choice is over, free its blocks now
+      engine_.abort(c.sub.id);
+      c.done = true;
+      c.finish = FinishReason::stop;
+      c.completion_tokens = c.consumed;
+    }
+  }
+  if (u.done && !c.done) {
+    c.done = true;
+    c.completion_tokens = u.num_generated;
+    if (!u.error.empty()) {
+      c.error = u.error;
+      return;
+    }
+    auto o = c.stop->push(c.dec->finish());
+    std::string tail = o.emit + (o.stopped ? std::string() : c.stop->flush());
+    c.pending.text += tail;
+    c.full_text += tail;
+    c.finish = o.stopped ? FinishReason::stop : u.finish;
+  }
+}
+
+bool Generation::poll(std::chrono::milliseconds timeout) {
+  bool any = false;
+  for (auto& c : choices_) {
+    if (c.done) continue;
+    SeqUpdate u;
+    if (c.sub.channel->take(u, any ? std::chrono::milliseconds(0) : timeout)) {
+      consume(c, u);
+      any = true;
+    }
+  }
+  return any;
+}
+
+bool Generation::all_done() const {
+  for (const auto& c : choices_)
+    if (!c.done) return false;
+  return true;
+}
+
+std::string Generation::take_stream_events() {
+  std::string ev;
+  for (auto& c : choices_) {
+    bool finishing = c.done && !c.finish_sent;
+    if (c.pending.text.empty() && c.pending.token_texts.empty() && !finishing && c.role_sent) continue;
+    if (!c.error.empty() && finishing) {
+      ev += sse_event(api_error(500, "generation failed: " + c.error, {}, "internal_error").body());
+      c.finish_sent = true;
+      continue;
+    }
+    Choice d = std::move(c.pending);
+    c.pending = Choice{};
+    c.pending.index = c.index;
+    d.index = c.index;
+    d.finish_reason = finishing ? finish_name(c.finish) : "";
+    ev += sse_event(req_.chat ? chat_chunk(id_, created_, model_, d, !c.role_sent, req_.logprobs)
+                              : completion_chunk(id_, created_, model_, d, req_.logprobs));
+    c.role_sent = true;
+    if (finishing) c.finish_sent = true;
+  }
+  if (all_done() && !final_sent_) {
+    if (req_.include_usage) {
+      Usage u{prompt_tokens_, 0};
+      for (const auto& c : choices_) u.completion_tokens += c.completion_tokens;
+      ev += sse_event(usage_chunk(id_, created_, model_, req_.chat, u));
+    }
+    ev += kSseDone;
+    final_sent_ = true;
+  }
+  return ev;
+}
+
+std::variant<nlohmann::json, ApiError> Generation::response() const {
+  std::vector<Choice> out;
+  Usage u{prompt_tokens_, 0};
+  for (const auto& c : choices_) {
+    if (!c.error.empty()) return api_error(500, "generation failed: " + c.error, {}, "internal_error");
+    Choice ch;
+    ch.index = c.index;
+    ch.text = c.full_text;
+    ch.token_texts = c.pending.token_texts;  // non-streaming: pending keeps every token
+    ch.token_logprobs = c.pending.token_logprobs;
+    ch.finish_reason = finish_name(c.finish);
+    u.completion_tokens += c.completion_tokens;
+    out.push_back(std::move(ch));
+  }
+  return req_.chat ? chat_response(id_, created_, model_, out, u, req_.logprobs)
+                   : completion_response(id_, created_, model_, out, u, req_.logprobs);
+}
+
+}  // namespace spk::rt

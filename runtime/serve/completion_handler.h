@@ -1,0 +1,76 @@
+// One /v1/completions or /v1/chat/completions request from parsed body to response: prompt rendering
+// and tokenization, length checks against max_model_len, n sequences submitted to the engine,
+// detokenization (IncrementalDecoder) and stop strings (StopChecker) per choice. Internal to serve/.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/chat/chat_template.h"
+#include "runtime/sampler/stop_checker.h"
+#include "runtime/serve/engine.h"
+#include "runtime/serve/metrics.h"
+#include "runtime/serve/openai_protocol.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace spk::rt {
+
+struct ChoiceState {
+  int index = 0;
+  Submitted sub;
+  std::unique_ptr<IncrementalDecoder> dec;
+  std::unique_ptr<StopChecker> stop;
+  Choice pending;  // text (and logprobs) not yet sent
+  std::string full_text;
+  int completion_tokens = 0;
+  int consumed = 0;  // tokens taken from the channel
+  bool done = false;
+  bool role_sent = false;    // chat streams: the first chunk carries the assistant role
+  bool finish_sent = false;  // streams: the chunk with finish_reason went out
+  FinishReason finish = FinishReason::none;
+  std::string error;
+};
+
+// A live request: its choices and the bookkeeping to answer it.
+class Generation {
+ public:
+  Generation(Engine& engine, std::shared_ptr<const Tokenizer> tok, Metrics& metrics, ApiRequest req,
+             std::string model_name);
+  ~Generation();  // aborts whatever still runs
+
+  // Tokenizes and submits. An ApiError means nothing was submitted.
+  std::optional<ApiError> start(const ChatConfig& chat);
+
+  // Waits up to `timeout` for news on any choice; updates pending text. True when something changed.
+  bool poll(std::chrono::milliseconds timeout);
+  [[nodiscard]] bool all_done() const;
+  void abort_all();
+
+  // Streaming: the SSE events for whatever is pending (clears it); the final events when all done.
+  std::string take_stream_events();
+  // Non-streaming: the full response body (call when all_done()), or an error.
+  std::variant<nlohmann::json, ApiError> response() const;
+
+  [[nodiscard]] const ApiRequest& request() const { return req_; }
+  [[nodiscard]] bool stream_finished() const { return final_sent_; }
+
+ private:
+  void consume(ChoiceState& c, SeqUpdate& u);
+
+  Engine& engine_;
+  std::shared_ptr<const Tokenizer> tok_;
+  Metrics& metrics_;
+  ApiRequest req_;
+  std::string model_;
+  std::string id_;
+  int64_t created_ = 0;
+  int prompt_tokens_ = 0;
+  std::vector<ChoiceState> choices_;
+  bool final_sent_ = false;
+};
+
+}  // namespace spk::rt

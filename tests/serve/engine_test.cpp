@@ -1,0 +1,143 @@
+// Engine: batching never changes greedy results (with chunked prefill and preemption in play), token
+// counts, stop tokens, abort frees blocks.
+#include "runtime/serve/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/serve/fakes.h"
+
+namespace spk::rt {
+namespace {
+
+using testing::ByteTokenizer;
+using testing::HashModel;
+
+struct Result1 {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::none;
+  int num_generated = 0;
+  std::string error;
+};
+
+Result1 drain(SeqChannel& ch) {
+  Result1 r;
+  SeqUpdate u;
+  while (!u.done) {
+    if (!ch.take(u, std::chrono::seconds(20))) {
+      r.error = "timeout";
+      return r;
+    }
+  }
+  r.tokens = u.tokens;
+  r.finish = u.finish;
+  r.num_generated = u.num_generated;
+  r.error = u.error;
+  return r;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+std::vector<int32_t> prompt(int i) {
+  ByteTokenizer t;
+  std::string s = "prompt number " + std::to_string(i) + std::string(static_cast<size_t>(i * 7 % 40), 'x');
+  return t.encode(s, true);
+}
+
+EngineConfig cfg(int seqs, int tokens) {
+  EngineConfig c;
+  c.sched = {seqs, tokens};
+  c.max_model_len = 256;
+  c.eos_ids = {ByteTokenizer::kEos};
+  return c;
+}
+
+TEST(Engine, ConcurrentGreedyEqualsSingleUnderChunkingAndPreemption) {
+  const int N = 24, gen = 40;
+  std::vector<std::vector<int32_t>> single(N);
+  {
+    HashModel m;
+    ASSERT_TRUE(m.allocate_kv(64, 16).ok());
+    Engine e(m, cfg(1, 4096), nullptr);
+    e.start();
+    for (int i = 0; i < N; ++i) {
+      auto s = e.submit({prompt(i), greedy(gen), false});
+      ASSERT_TRUE(s.ok()) << s.error().what();
+      auto r = drain(*s->channel);
+      ASSERT_EQ(r.error, "");
+      ASSERT_EQ(r.tokens.size(), static_cast<size_t>(gen));
+      EXPECT_EQ(r.finish, FinishReason::length);
+      single[static_cast<size_t>(i)] = r.tokens;
+    }
+  }
+  HashModel m;
+  ASSERT_TRUE(m.allocate_kv(24, 4).ok());  // 96 tokens for 24 sequences of ~60-100: constant preemption
+  Engine e(m, cfg(16, 32), nullptr);       // 32-token steps: prompts are prefilled in chunks
+  e.start();
+  std::vector<Submitted> subs;
+  for (int i = 0; i < N; ++i) {
+    auto s = e.submit({prompt(i), greedy(gen), false});
+    ASSERT_TRUE(s.ok()) << s.error().what();
+    subs.push_back(*s);
+  }
+  for (int i = 0; i < N; ++i) {
+    auto r = drain(*subs[static_cast<size_t>(i)].channel);
+    ASSERT_EQ(r.error, "") << "seq " << i;
+    EXPECT_EQ(r.tokens, single[static_cast<size_t>(i)]) << "seq " << i << " differs when batched";
+  }
+  EXPECT_GT(e.gauges().preemptions, 0u);
+  EXPECT_GT(m.max_batch_seqs.load(), 1);
+}
+
+TEST(Engine, StopTokenIsCountedButNotEmitted) {
+  HashModel m;
+  ASSERT_TRUE(m.allocate_kv(64, 16).ok());
+  Engine e(m, cfg(4, 256), nullptr);
+  e.start();
+  auto first = e.submit({prompt(1), greedy(3), false});
+  ASSERT_TRUE(first.ok());
+  auto r1 = drain(*first->channel);
+  ASSERT_EQ(r1.tokens.size(), 3u);
+  auto p = greedy(10);
+  p.stop_token_ids = {r1.tokens[1]};
+  auto s = e.submit({prompt(1), p, false});
+  ASSERT_TRUE(s.ok());
+  auto r = drain(*s->channel);
+  EXPECT_EQ(r.finish, FinishReason::stop);
+  EXPECT_EQ(r.num_generated, 2);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>{r1.tokens[0]});
+}
+
+TEST(Engine, AbortFreesTheSequence) {
+  HashModel m(5);  // 5 ms per step
+  ASSERT_TRUE(m.allocate_kv(64, 16).ok());
+  Engine e(m, cfg(4, 256), nullptr);
+  e.start();
+  auto s = e.submit({prompt(2), greedy(200), false});
+  ASSERT_TRUE(s.ok());
+  SeqUpdate u;
+  ASSERT_TRUE(s->channel->take(u, std::chrono::seconds(5)));
+  e.abort(s->id);
+  auto r = drain(*s->channel);
+  EXPECT_EQ(r.error, "aborted");
+  for (int i = 0; i < 100 && e.gauges().kv_usage > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(e.gauges().kv_usage, 0.0);
+  EXPECT_EQ(e.gauges().running, 0);
+}
+
+TEST(Engine, RefusesPromptsThatCannotFit) {
+  HashModel m;
+  ASSERT_TRUE(m.allocate_kv(64, 16).ok());
+  Engine e(m, cfg(4, 256), nullptr);
+  e.start();
+  EXPECT_FALSE(e.submit({{}, greedy(1), false}).ok());
+  EXPECT_FALSE(e.submit({std::vector<int32_t>(256, 65), greedy(1), false}).ok());
+}
+
+}  // namespace
+}  // namespace spk::rt
