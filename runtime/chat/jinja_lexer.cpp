@@ -131,7 +131,7 @@ std::vector<Token> tokenize(const std::string& source) {
     while (pos < n && pred(src[pos])) {
       if (src[pos] == '\\') {
         ++pos;
-        if (pos >= n) throw fail("Unexpected end of input");
+        if (pos >= n) throw fail("unexpected end of template (unterminated string literal or tag)");
         const char e = src[pos++];
         if (e == 'x' || e == 'u') {
           const size_t len = e == 'x' ? 2 : 4;
@@ -177,7 +177,7 @@ std::vector<Token> tokenize(const std::string& source) {
         continue;
       }
       out += src[pos++];
-      if (pos >= n) throw fail("Unexpected end of input");
+      if (pos >= n) throw fail("unexpected end of template (unterminated string literal or tag)");
     }
     return out;
   };
