@@ -1,0 +1,297 @@
+#include "runtime/tokenizer/hf_tokenizer.h"
+
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "runtime/tokenizer/byte_level.h"
+#include "runtime/tokenizer/nfc.h"
+#include "runtime/tokenizer/utf8.h"
+
+namespace spk::rt {
+namespace {
+
+using nlohmann::json;
+
+Error bad(const std::string& origin, const std::string& what) {
+  return make_error(
+      origin + ": " + what,
+      "sparkctl supports byte-level BPE tokenizer.json files (Llama 3, Qwen2/3, DeepSeek-V3, gpt-oss)");
+}
+
+Status add_norms(const json& c, const std::string& origin, std::vector<int>& norms) {
+  std::string type = c.value("type", "");
+  if (type == "NFC") {
+    norms.push_back(1);
+  } else if (type == "Sequence") {
+    for (const auto& sub : c.value("normalizers", json::array())) SPK_TRY(add_norms(sub, origin, norms));
+  } else {
+    return bad(origin, "normalizer type '" + type + "' is not supported (NFC, Sequence)");
+  }
+  return ok_status();
+}
+
+// @huggingface/tokenizers' clean_up_tokenization: these replace-alls, in this order.
+std::string clean_up(std::string s) {
+  static const std::pair<const char*, const char*> kRules[] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (auto [from, to] : kRules) {
+    std::string_view f(from);
+    if (s.find(f) == std::string::npos) continue;
+    std::string out;
+    out.reserve(s.size());
+    size_t i = 0;
+    for (size_t j; (j = s.find(f, i)) != std::string::npos; i = j + f.size()) {
+      out.append(s, i, j - i);
+      out += to;
+    }
+    out.append(s, i);
+    s.swap(out);
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& tokenizer_json,
+                                                            const std::string& config_json,
+                                                            const std::string& origin) {
+  json j = json::parse(tokenizer_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad(origin, "not valid JSON");
+  json cfg = config_json.empty() ? json::object() : json::parse(config_json, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) cfg = json::object();
+  auto t = std::make_shared<HfTokenizer>();
+
+  const json& model = j.contains("model") ? j["model"] : json();
+  if (!model.is_object() || model.value("type", "BPE") != "BPE")
+    return bad(origin, "model type '" + (model.is_object() ? model.value("type", "?") : std::string("none")) +
+                           "' is not supported (BPE)");
+  if (model.value("byte_fallback", false)) return bad(origin, "BPE byte_fallback is not supported");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && model[k].is_string() && !model[k].get<std::string>().empty())
+      return bad(origin, std::string("BPE ") + k + " is not supported");
+  const json& dec = j.contains("decoder") ? j["decoder"] : json();
+  if (!dec.is_object() || dec.value("type", "") != "ByteLevel")
+    return bad(origin, "decoder " + dec.dump() + " is not supported (ByteLevel)");
+
+  // Vocabulary.
+  const json& vocab = model.at("vocab");
+  const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
+  size_t n = 0;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+    n = std::max<size_t>(n, it.value().get<int64_t>() + 1);
+  for (const auto& a : added) n = std::max<size_t>(n, a.at("id").get<int64_t>() + 1);
+  t->pieces_.assign(n, {});
+  t->bytes_.assign(n, {});
+  t->flags_.assign(n, 0);
+  std::vector<std::string> raw_vocab(n);
+  t->piece_to_id_.reserve(n * 2);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    auto id = it.value().get<int32_t>();
+    if (id < 0) return bad(origin, "negative id for token " + it.key());
+    t->pieces_[id] = it.key();
+    std::string raw;
+    if (byte_level::decode(it.key(), &raw)) {
+      raw_vocab[id] = raw;
+      t->bytes_[id] = raw;
+    } else {
+      t->bytes_[id] = it.key();  // not byte-level (never produced by BPE): decode verbatim
+    }
+    t->piece_to_id_[it.key()] = id;
+  }
+  std::vector<std::pair<std::string, std::string>> merges;
+  const json& jm = model.at("merges");
+  merges.reserve(jm.size());
+  for (const auto& m : jm) {
+    std::string a, b;
+    if (m.is_array() && m.size() == 2) {
+      a = m[0].get<std::string>();
+      b = m[1].get<std::string>();
+    } else if (m.is_string()) {
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos) return bad(origin, "merge '" + s + "' has no space");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+      if (size_t sp2 = b.find(' '); sp2 != std::string::npos) b.resize(sp2);  // JS split(" ", 2)
+    } else {
+      return bad(origin, "merge " + m.dump() + " is neither \"a b\" nor [a, b]");
+    }
+    std::string ra, rb;
+    if (!byte_level::decode(a, &ra) || !byte_level::decode(b, &rb))
+      return bad(origin, "merge '" + a + " " + b + "' is not byte-level");
+    merges.emplace_back(std::move(ra), std::move(rb));
+  }
+  int32_t unk = -1;
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    auto it = t->piece_to_id_.find(model["unk_token"].get<std::string>());
+    if (it != t->piece_to_id_.end()) unk = it->second;
+  }
+  std::string bad_merge;
+  if (!t->bpe_.init(raw_vocab, merges, model.value("ignore_merges", false), unk, &bad_merge))
+    return bad(origin, bad_merge + " refers to a token that is not in the vocabulary");
+
+  // Normalizer and pre-tokenizer.
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    std::vector<int> norms;
+    SPK_TRY(add_norms(j["normalizer"], origin, norms));
+    for (int k : norms) t->norms_.push_back(k == 1 ? Norm::kNfc : Norm::kNone);
+    t->has_normalizer_ = true;
+  }
+  SPK_ASSIGN(t->pre_, PreTokenizer::from_json(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json()));
+
+  // Added tokens: they override the model's token strings (as the JS reference's maps do).
+  std::vector<AddedToken> raw_split, norm_split;
+  std::unordered_set<std::string> skip;
+  for (const auto& a : added) {
+    AddedToken at;
+    at.content = a.at("content").get<std::string>();
+    at.id = a.at("id").get<int32_t>();
+    at.special = a.value("special", false);
+    at.lstrip = a.value("lstrip", false);
+    at.rstrip = a.value("rstrip", false);
+    at.single_word = a.value("single_word", false);
+    at.normalized = a.contains("normalized") ? a["normalized"].get<bool>() : !at.special;
+    t->pieces_[at.id] = at.content;
+    t->bytes_[at.id] = at.content;
+    t->flags_[at.id] |= kAdded | (at.special ? kSpecial : 0);
+    t->piece_to_id_[at.content] = at.id;
+    if (at.special) skip.insert(at.content);
+    if (at.normalized && t->has_normalizer_) {
+      std::string c = at.content;
+      for (Norm nm : t->norms_)
+        if (nm == Norm::kNfc) c = nfc(c);
+      t->piece_to_id_.emplace(c, at.id);
+      at.content = c;
+      norm_split.push_back(std::move(at));
+    } else {
+      raw_split.push_back(std::move(at));
+    }
+  }
+  t->split_raw_ = AddedTokenSplitter(std::move(raw_split));
+  t->split_normalized_ = AddedTokenSplitter(std::move(norm_split));
+  if (cfg.contains("additional_special_tokens") && cfg["additional_special_tokens"].is_array())
+    for (const auto& s : cfg["additional_special_tokens"]) {
+      if (s.is_string()) skip.insert(s.get<std::string>());
+      if (s.is_object() && s.contains("content")) skip.insert(s["content"].get<std::string>());
+    }
+  for (size_t id = 0; id < n; ++id)
+    if (skip.count(t->pieces_[id])) t->flags_[id] |= kSkip;
+  t->clean_up_ =
+      cfg.contains("clean_up_tokenization_spaces") && cfg["clean_up_tokenization_spaces"].is_boolean()
+          ? cfg["clean_up_tokenization_spaces"].get<bool>()
+          : true;  // the JS reference's default
+
+  // Post-processor: ByteLevel (nothing) and TemplateProcessing (single), possibly in a Sequence.
+  std::vector<json> procs;
+  if (j.contains("post_processor") && !j["post_processor"].is_null()) {
+    const json& pp = j["post_processor"];
+    if (pp.value("type", "") == "Sequence")
+      for (const auto& p : pp.value("processors", json::array())) procs.push_back(p);
+    else
+      procs.push_back(pp);
+  }
+  for (const json& p : procs) {
+    std::string type = p.value("type", "");
+    if (type == "ByteLevel") continue;
+    if (type != "TemplateProcessing")
+      return bad(origin,
+                 "post_processor type '" + type + "' is not supported (ByteLevel, TemplateProcessing)");
+    std::vector<int32_t> pre, post;
+    bool seen_a = false;
+    for (const auto& item : p.at("single")) {
+      if (item.contains("Sequence")) {
+        seen_a = true;
+        continue;
+      }
+      std::string tok = item.at("SpecialToken").at("id").get<std::string>();
+      int32_t id = t->token_to_id(tok);
+      if (id < 0) return bad(origin, "TemplateProcessing token '" + tok + "' is not in the vocabulary");
+      (seen_a ? post : pre).push_back(id);
+    }
+    pre.insert(pre.end(), t->prefix_ids_.begin(), t->prefix_ids_.end());
+    t->prefix_ids_ = std::move(pre);
+    t->suffix_ids_.insert(t->suffix_ids_.end(), post.begin(), post.end());
+  }
+  return t;
+}
+
+Status HfTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  for (const Section& s : split_raw_.split(text)) {
+    if (s.id >= 0) {
+      out.push_back(s.id);
+      continue;
+    }
+    if (s.text.empty()) continue;
+    if (auto it = piece_to_id_.find(std::string(s.text));
+        it != piece_to_id_.end() && (flags_[it->second] & kAdded)) {
+      out.push_back(it->second);
+      continue;
+    }
+    std::string normalized(s.text);
+    for (Norm nm : norms_)
+      if (nm == Norm::kNfc) normalized = nfc(normalized);
+    if (normalized.empty()) continue;
+    for (const Section& sub : split_normalized_.split(normalized)) {
+      if (sub.id >= 0) {
+        out.push_back(sub.id);
+      } else if (!sub.text.empty()) {
+        std::vector<std::string_view> pieces;
+        std::deque<std::string> arena;
+        SPK_TRY(pre_.split(sub.text, pieces, arena));
+        for (std::string_view p : pieces) bpe_.encode_word(p, out);
+      }
+    }
+  }
+  return ok_status();
+}
+
+Result<std::vector<int32_t>> HfTokenizer::try_encode(std::string_view text, bool add_special_tokens) const {
+  std::string fixed;
+  if (!utf8::is_valid(text)) {
+    fixed = utf8::sanitize(text);
+    text = fixed;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (add_special_tokens) ids.insert(ids.end(), prefix_ids_.begin(), prefix_ids_.end());
+  SPK_TRY(encode_text(text, ids));
+  if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  return ids;
+}
+
+std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  auto r = try_encode(text, add_special_tokens);
+  return r.ok() ? std::move(r).value() : std::vector<int32_t>{};
+}
+
+std::string HfTokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) continue;  // unknown ids decode to nothing
+    if (skip_special_tokens && (flags_[id] & kSkip)) continue;
+    out += bytes_[id];
+  }
+  return out;
+}
+
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string s = utf8::sanitize(decode_bytes(ids, skip_special_tokens));
+  return clean_up_ ? clean_up(std::move(s)) : s;
+}
+
+int32_t HfTokenizer::token_to_id(std::string_view token) const {
+  auto it = piece_to_id_.find(std::string(token));
+  return it == piece_to_id_.end() ? -1 : it->second;
+}
+
+std::string HfTokenizer::id_to_token(int32_t id) const {
+  return (id >= 0 && static_cast<size_t>(id) < pieces_.size()) ? pieces_[id] : std::string();
+}
+
+bool HfTokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < flags_.size() && (flags_[id] & (kSpecial | kSkip));
+}
+
+}  // namespace spk::rt

@@ -1,0 +1,31 @@
+// Internal: NFC tables generated at build time from the Unicode Character Database
+// (gen/unicode_tables_gen.cpp, wired by unicode_tables.cmake). All arrays are sorted by key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spk::rt::unicode_tables {
+
+struct Ccc {
+  uint32_t cp;
+  uint8_t ccc;  // canonical combining class, non-zero entries only
+};
+struct Decomp {
+  uint32_t cp;
+  uint32_t first;
+  uint32_t second;  // 0 for singleton decompositions
+};
+struct Comp {
+  uint64_t pair;  // first << 21 | second
+  uint32_t composite;
+};
+
+extern const Ccc kCcc[];
+extern const size_t kCccCount;
+extern const Decomp kDecomp[];
+extern const size_t kDecompCount;
+extern const Comp kComp[];
+extern const size_t kCompCount;
+
+}  // namespace spk::rt::unicode_tables
