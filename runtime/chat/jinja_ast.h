@@ -43,6 +43,43 @@ enum class NodeKind : uint8_t {
   KwSpread,   // a
 };
 
+// Binary/unary operators, resolved once at parse time (the interpreter switches on these).
+enum class Op : uint8_t {
+  None,
+  And,
+  Or,
+  Eq,
+  Ne,
+  In,
+  NotIn,
+  Concat,
+  Pow,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  FloorDiv,
+  Mod,
+  Lt,
+  Gt,
+  Le,
+  Ge,
+  Not,
+  Neg,
+  Pos
+};
+inline Op op_code(const std::string& s, bool unary = false) {
+  if (unary) return s == "not" ? Op::Not : s == "-" ? Op::Neg : Op::Pos;
+  static const std::pair<const char*, Op> k[] = {
+      {"and", Op::And},      {"or", Op::Or},    {"==", Op::Eq},       {"!=", Op::Ne}, {"in", Op::In},
+      {"not in", Op::NotIn}, {"~", Op::Concat}, {"**", Op::Pow},      {"+", Op::Add}, {"-", Op::Sub},
+      {"*", Op::Mul},        {"/", Op::Div},    {"//", Op::FloorDiv}, {"%", Op::Mod}, {"<", Op::Lt},
+      {">", Op::Gt},         {"<=", Op::Le},    {">=", Op::Ge}};
+  for (const auto& [name, op] : k)
+    if (s == name) return op;
+  return Op::None;
+}
+
 struct Node;
 using NodePtr = std::unique_ptr<Node>;
 
@@ -51,6 +88,7 @@ struct Node {
   int line = 0;
   std::string name;
   bool flag = false;
+  Op op = Op::None;
   Value lit;
   NodePtr a, b, c;
   std::vector<NodePtr> list, body, alt;

@@ -191,8 +191,8 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
   if (a.kind != b.kind)
     fail(std::string("Cannot compare different types: ") + kind_name(a.kind) + " and " + kind_name(b.kind));
   if (a.kind == Kind::String) {
-    const std::string x = case_sensitive ? a.str : ascii_lower(a.str);
-    const std::string y = case_sensitive ? b.str : ascii_lower(b.str);
+    const std::string x = case_sensitive ? a.str : js_lower(a.str);
+    const std::string y = case_sensitive ? b.str : js_lower(b.str);
     return x < y ? -1 : x > y ? 1 : 0;
   }
   fail(std::string("Cannot compare type: ") + kind_name(a.kind));
@@ -216,8 +216,8 @@ bool Interpreter::run_test(const std::string& name, const Value& v, const Value*
   if (name == "iterable") return k == Kind::Array || k == Kind::String;
   if (name == "mapping") return v.is_object();
   if (name == "sequence") return v.is_array() || v.is_object() || k == Kind::String;
-  if (name == "lower") return k == Kind::String && v.str == ascii_lower(v.str);
-  if (name == "upper") return k == Kind::String && v.str == ascii_upper(v.str);
+  if (name == "lower") return k == Kind::String && v.str == js_lower(v.str);
+  if (name == "upper") return k == Kind::String && v.str == js_upper(v.str);
   if (name == "defined") return k != Kind::Undefined;
   if (name == "undefined") return k == Kind::Undefined;
   if (name == "equalto" || name == "eq") return strict_equal(v, arg ? *arg : Value());
@@ -232,10 +232,8 @@ Value Interpreter::builtin_member(const Value& o, const std::string& name) {
   using Args = std::vector<Value>;
   if (o.kind == Kind::String) {
     if (name == "length") return Value::integer(double(js_length(o.str)));
-    if (name == "upper")
-      return method([](const Value& s, Args&) { return Value::string(ascii_upper(s.str)); });
-    if (name == "lower")
-      return method([](const Value& s, Args&) { return Value::string(ascii_lower(s.str)); });
+    if (name == "upper") return method([](const Value& s, Args&) { return Value::string(js_upper(s.str)); });
+    if (name == "lower") return method([](const Value& s, Args&) { return Value::string(js_lower(s.str)); });
     // The reference's strip/lstrip/rstrip ignore their argument and trim JS whitespace.
     if (name == "strip") return method([](const Value& s, Args&) { return Value::string(js_trim(s.str)); });
     if (name == "lstrip")
@@ -245,11 +243,7 @@ Value Interpreter::builtin_member(const Value& o, const std::string& name) {
     if (name == "title")
       return method([](const Value& s, Args&) { return Value::string(title_case(s.str)); });
     if (name == "capitalize")
-      return method([](const Value& s, Args&) {
-        std::string r = s.str;
-        if (!r.empty() && r[0] >= 'a' && r[0] <= 'z') r[0] = static_cast<char>(r[0] - 32);
-        return Value::string(std::move(r));
-      });
+      return method([](const Value& s, Args&) { return Value::string(js_upper_first(s.str)); });
     if (name == "startswith" || name == "endswith") {
       const bool start = name == "startswith";
       return method([start](const Value& s, Args& a) {

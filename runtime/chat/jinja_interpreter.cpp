@@ -282,8 +282,8 @@ Value Interpreter::eval_inner(const Node& n, Env& env) {
       return eval_binary(n, env);
     case NodeKind::Unary: {
       const Value v = eval(*n.a, env);
-      if (n.name == "not") return Value::boolean(!truthy(v));
-      const double sign = n.name == "-" ? -1 : 1;
+      if (n.op == Op::Not) return Value::boolean(!truthy(v));
+      const double sign = n.op == Op::Neg ? -1 : 1;
       if (v.is_number() || v.kind == Kind::Bool) {
         const double x = v.kind == Kind::Bool ? (v.b ? 1 : 0) : v.num;
         return v.kind == Kind::Float ? Value::floating(sign * x) : Value::integer(sign * x);
@@ -307,23 +307,23 @@ Value Interpreter::eval_inner(const Node& n, Env& env) {
 }
 
 Value Interpreter::eval_binary(const Node& n, Env& env) {
-  const std::string& op = n.name;
+  const Op op = n.op;
   Value left = eval(*n.a, env);
-  if (op == "and") return truthy(left) ? eval(*n.b, env) : left;
-  if (op == "or") return truthy(left) ? left : eval(*n.b, env);
+  if (op == Op::And) return truthy(left) ? eval(*n.b, env) : left;
+  if (op == Op::Or) return truthy(left) ? left : eval(*n.b, env);
   Value right = eval(*n.b, env);
-  if (op == "==") return Value::boolean(loose_equal(left, right));
-  if (op == "!=") return Value::boolean(!loose_equal(left, right));
-  const bool in_op = op == "in" || op == "not in";
+  if (op == Op::Eq) return Value::boolean(loose_equal(left, right));
+  if (op == Op::Ne) return Value::boolean(!loose_equal(left, right));
+  const bool in_op = op == Op::In || op == Op::NotIn;
   if (left.kind == Kind::Undefined || right.kind == Kind::Undefined) {
-    if (right.kind == Kind::Undefined && in_op) return Value::boolean(op == "not in");
-    fail("Cannot perform operation " + op + " on undefined values");
+    if (right.kind == Kind::Undefined && in_op) return Value::boolean(op == Op::NotIn);
+    fail("Cannot perform operation " + n.name + " on undefined values");
   }
   if (left.kind == Kind::Null || right.kind == Kind::Null) fail("Cannot perform operation on null values");
-  if (op == "~") return Value::string(to_raw_string(left) + to_raw_string(right));
+  if (op == Op::Concat) return Value::string(to_raw_string(left) + to_raw_string(right));
   auto numeric_like = [](const Value& v) { return v.is_number() || v.kind == Kind::Bool; };
   auto numval = [](const Value& v) { return v.kind == Kind::Bool ? (v.b ? 1.0 : 0.0) : v.num; };
-  if (op == "**" && numeric_like(left) && numeric_like(right)) {
+  if (op == Op::Pow && numeric_like(left) && numeric_like(right)) {
     const double a = numval(left), b = numval(right);
     if (a == 0 && b < 0) fail("0.0 cannot be raised to a negative power");
     const double r = std::pow(a, b);
@@ -335,18 +335,32 @@ Value Interpreter::eval_binary(const Node& n, Env& env) {
     const double a = left.num, b = right.num;
     const bool is_float = left.kind == Kind::Float || right.kind == Kind::Float;
     auto num = [&](double r) { return is_float ? Value::floating(r) : Value::integer(r); };
-    if (op == "+") return num(a + b);
-    if (op == "-") return num(a - b);
-    if (op == "*") return num(a * b);
-    if (op == "/") return Value::floating(a / b);
-    if (op == "//") return num(std::floor(a / b));
-    if (op == "%") return num(std::fmod(a, b));
-    if (op == "<") return Value::boolean(a < b);
-    if (op == ">") return Value::boolean(a > b);
-    if (op == ">=") return Value::boolean(a >= b);
-    if (op == "<=") return Value::boolean(a <= b);
+    switch (op) {
+      case Op::Add:
+        return num(a + b);
+      case Op::Sub:
+        return num(a - b);
+      case Op::Mul:
+        return num(a * b);
+      case Op::Div:
+        return Value::floating(a / b);
+      case Op::FloorDiv:
+        return num(std::floor(a / b));
+      case Op::Mod:
+        return num(std::fmod(a, b));
+      case Op::Lt:
+        return Value::boolean(a < b);
+      case Op::Gt:
+        return Value::boolean(a > b);
+      case Op::Ge:
+        return Value::boolean(a >= b);
+      case Op::Le:
+        return Value::boolean(a <= b);
+      default:
+        break;
+    }
   } else if (left.is_array() && right.is_array()) {
-    if (op == "+") {
+    if (op == Op::Add) {
       Array a = *left.arr;
       a.insert(a.end(), right.arr->begin(), right.arr->end());
       return Value::array(std::move(a));
@@ -355,20 +369,25 @@ Value Interpreter::eval_binary(const Node& n, Env& env) {
     if (in_op) {
       bool member = false;
       for (const Value& x : *right.arr) member = member || strict_equal(x, left);
-      return Value::boolean(op == "in" ? member : !member);
+      return Value::boolean(op == Op::In ? member : !member);
     }
   }
-  if ((left.kind == Kind::String || right.kind == Kind::String) && op == "+")
+  if (left.kind == Kind::String && right.kind == Kind::String && op == Op::Add) {
+    left.str += right.str;  // `left` is our own copy: append in place
+    return left;
+  }
+  if ((left.kind == Kind::String || right.kind == Kind::String) && op == Op::Add)
     return Value::string(to_raw_string(left) + to_raw_string(right));
   if (left.kind == Kind::String && right.kind == Kind::String && in_op) {
     const bool has = right.str.find(left.str) != std::string::npos;
-    return Value::boolean(op == "in" ? has : !has);
+    return Value::boolean(op == Op::In ? has : !has);
   }
   if (left.kind == Kind::String && right.is_object() && in_op) {
     const bool has = right.obj->find(left.str) != nullptr;
-    return Value::boolean(op == "in" ? has : !has);
+    return Value::boolean(op == Op::In ? has : !has);
   }
-  fail("Unknown operator \"" + op + "\" between " + kind_name(left.kind) + " and " + kind_name(right.kind));
+  fail("Unknown operator \"" + n.name + "\" between " + kind_name(left.kind) + " and " +
+       kind_name(right.kind));
 }
 
 Value Interpreter::eval_member(const Node& n, Env& env) {

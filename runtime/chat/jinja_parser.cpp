@@ -253,6 +253,7 @@ class Parser {
 
   static NodePtr binary(std::string op, NodePtr l, NodePtr r, int line) {
     auto n = node(NodeKind::Binary, line);
+    n->op = op_code(op);
     n->name = std::move(op);
     n->a = std::move(l);
     n->b = std::move(r);
@@ -277,6 +278,7 @@ class Parser {
         ++cur_;
         auto u = node(NodeKind::Unary, l);
         u->name = "not";
+        u->op = Op::Not;
         u->a = binary_chain(2);
         return u;
       }
@@ -375,6 +377,7 @@ class Parser {
     if ((is(Tok::Unary) || is(Tok::Additive)) && (t_[cur_].value == "-" || t_[cur_].value == "+")) {
       auto u = node(NodeKind::Unary, line());
       u->name = t_[cur_++].value;
+      u->op = op_code(u->name, true);
       u->a = unary_sign();
       return u;
     }

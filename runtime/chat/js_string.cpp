@@ -3,6 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
 
 namespace spk::rt::jinja {
 
@@ -116,6 +119,95 @@ std::string ascii_lower(std::string_view s) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
   return r;
 }
+
+namespace {
+struct CaseTables {
+  std::unordered_map<char32_t, std::u32string> upper, lower;
+};
+
+std::u32string parse_cps(const std::string& field) {
+  std::u32string out;
+  std::istringstream is(field);
+  std::string hex;
+  while (is >> hex) out += static_cast<char32_t>(std::stoul(hex, nullptr, 16));
+  return out;
+}
+
+const CaseTables& case_tables() {
+  static const CaseTables tables = [] {
+    CaseTables t;
+    std::ifstream data("/usr/share/unicode/UnicodeData.txt");
+    for (std::string line; std::getline(data, line);) {
+      std::vector<std::string> f;
+      std::string cur;
+      for (char ch : line) {
+        if (ch == ';') {
+          f.push_back(cur);
+          cur.clear();
+        } else {
+          cur += ch;
+        }
+      }
+      f.push_back(cur);
+      if (f.size() < 14) continue;
+      const char32_t cp = static_cast<char32_t>(std::stoul(f[0], nullptr, 16));
+      if (!f[12].empty()) t.upper[cp] = parse_cps(f[12]);
+      if (!f[13].empty()) t.lower[cp] = parse_cps(f[13]);
+    }
+    // Unconditional full mappings (e.g. U+00DF -> "SS"); lines with a condition field are skipped.
+    std::ifstream special("/usr/share/unicode/SpecialCasing.txt");
+    for (std::string line; std::getline(special, line);) {
+      line = line.substr(0, line.find('#'));
+      std::vector<std::string> f;
+      size_t start = 0;
+      for (size_t p; (p = line.find(';', start)) != std::string::npos; start = p + 1)
+        f.push_back(line.substr(start, p - start));
+      if (f.size() != 4) continue;  // code; lower; title; upper;  (a 5th field is a condition)
+      const char32_t cp = static_cast<char32_t>(std::stoul(f[0], nullptr, 16));
+      t.lower[cp] = parse_cps(f[1]);
+      t.upper[cp] = parse_cps(f[3]);
+    }
+    return t;
+  }();
+  return tables;
+}
+
+std::string map_case(std::string_view s, bool upper, bool first_only) {
+  std::string out;
+  out.reserve(s.size());
+  bool done = false;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (done) {
+      out.append(s.substr(i));
+      break;
+    }
+    done = first_only;
+    if (b < 0x80) {
+      char c = static_cast<char>(b);
+      if (upper && c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+      if (!upper && c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+      out += c;
+      ++i;
+      continue;
+    }
+    const size_t a = i;
+    const char32_t cp = utf8_next(s, i);
+    const auto& table = upper ? case_tables().upper : case_tables().lower;
+    auto it = table.find(cp);
+    if (it == table.end()) {
+      out.append(s.substr(a, i - a));
+    } else {
+      for (char32_t m : it->second) utf8_append(out, m);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string js_upper(std::string_view s) { return map_case(s, true, false); }
+std::string js_lower(std::string_view s) { return map_case(s, false, false); }
+std::string js_upper_first(std::string_view s) { return map_case(s, true, true); }
 
 // ECMA-262 Number::toString: shortest round-trip digits, then fixed or exponent layout by exponent.
 std::string js_number(double v) {

@@ -31,6 +31,13 @@ std::vector<std::string> js_code_points(std::string_view s);
 // ASCII-only case mapping (non-ASCII passes through unchanged).
 std::string ascii_upper(std::string_view s);
 std::string ascii_lower(std::string_view s);
+// String#toUpperCase / toLowerCase: Unicode default (context-free) full case mapping, from the
+// unicode-data package's UnicodeData.txt + SpecialCasing.txt (loaded once, on first non-ASCII use).
+// Without those files it degrades to ASCII mapping. Not modelled: final-sigma context.
+std::string js_upper(std::string_view s);
+std::string js_lower(std::string_view s);
+// Upper-cases only the first code point (capitalize's charAt(0).toUpperCase() for BMP text).
+std::string js_upper_first(std::string_view s);
 
 // Number#toString / JSON.stringify for a finite double ("1", "0.1", "1e+21", "NaN", "Infinity").
 std::string js_number(double v);
