@@ -3,7 +3,10 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cstdio>
 #include <vector>
+
+#include "runtime/tokenizer/unicode_tables.h"
 
 namespace spk::rt {
 namespace {
@@ -46,6 +49,35 @@ MatchState& match_state() {
   return st;
 }
 
+// Unicode version of the linked PCRE2 as major * 100 + minor (Debian 12's 10.42: 1400).
+int pcre2_unicode_version() {
+  static const int v = [] {
+    char buf[32] = {};
+    pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, buf);
+    int major = 0, minor = 0;
+    std::sscanf(buf, "%d.%d", &major, &minor);
+    return major * 100 + minor;
+  }();
+  return v;
+}
+
+// Ranges (class body syntax) of code points of general category `prop` ("L", "So", ...) that the
+// Unicode Character Database we build from assigns but the linked PCRE2 does not know yet; the
+// JS reference (newer Unicode) classifies them, so we add them to the \p{...} they belong to.
+std::string newer_ranges(std::string_view prop) {
+  if (prop.empty() || prop.size() > 2) return {};
+  std::string out;
+  const int have = pcre2_unicode_version();
+  for (size_t i = 0; i < unicode_tables::kAgedCount; ++i) {
+    const auto& r = unicode_tables::kAged[i];
+    if (r.age <= have || r.gc[0] != prop[0] || (prop.size() == 2 && r.gc[1] != prop[1])) continue;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "\\x{%X}-\\x{%X}", r.first, r.last);
+    out += buf;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string oniguruma_to_pcre2(std::string_view re) {
@@ -68,7 +100,15 @@ std::string oniguruma_to_pcre2(std::string_view re) {
       } else if ((d == 'p' || d == 'P') && i + 2 < re.size() && re[i + 2] == '{') {
         size_t close = re.find('}', i);
         if (close == std::string_view::npos) close = re.size() - 1;
-        out.append(re.substr(i, close + 1 - i));
+        std::string_view whole = re.substr(i, close + 1 - i);
+        std::string extra = newer_ranges(re.substr(i + 3, close > i + 3 ? close - i - 3 : 0));
+        if (extra.empty() || (d == 'P' && in_class)) {  // (\P inside a class: left as PCRE2 knows it)
+          out.append(whole);
+        } else if (in_class) {
+          out.append(whole).append(extra);
+        } else {
+          out.append(d == 'p' ? "[" : "[^").append("\\p").append(whole.substr(2)).append(extra).append("]");
+        }
         i = close + 1;
         continue;
       } else {

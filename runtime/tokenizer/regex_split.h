@@ -4,6 +4,8 @@
 //   \s / \S   -> Unicode White_Space (includes U+0085, which PCRE2's \s lacks)
 //   \d / \D   -> \p{Nd} / \P{Nd};  .  -> [^\n]
 //   (?i:...)  -> ASCII-only case folding of letters ([sS]), like the JS translation
+//   \p{X}     -> plus the code points of category X that our Unicode Character Database assigns
+//               but the linked PCRE2's older Unicode does not (Debian 12: PCRE2 Unicode 14 vs UCD 15)
 // Matching follows JS String.matchAll: after an empty match the search resumes one code point on.
 #pragma once
 

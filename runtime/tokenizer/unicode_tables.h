@@ -21,11 +21,20 @@ struct Comp {
   uint32_t composite;
 };
 
+// Code points assigned since Unicode 11.0 (DerivedAge.txt) with their general category.
+struct AgedRange {
+  uint32_t first, last;
+  char gc[3];    // "Lo", "So", ...
+  uint16_t age;  // major * 100 + minor, e.g. 1500
+};
+
 extern const Ccc kCcc[];
 extern const size_t kCccCount;
 extern const Decomp kDecomp[];
 extern const size_t kDecompCount;
 extern const Comp kComp[];
 extern const size_t kCompCount;
+extern const AgedRange kAged[];
+extern const size_t kAgedCount;
 
 }  // namespace spk::rt::unicode_tables

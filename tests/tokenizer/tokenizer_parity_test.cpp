@@ -1,0 +1,113 @@
+// Parity with @huggingface/tokenizers (npm) on the real tokenizers of scripts/npm over the 1.36 MB
+// corpus (tests/data/tokenizer/corpus.txt): every id equal, decode equal to the reference's decode,
+// round trip equal to the input (NFC-normalized where the tokenizer normalizes). gpt-oss runs on
+// the first 256 KB. Each case runs the node reference into a temp dir first (~10-20 s per case).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "runtime/tokenizer/hf_tokenizer.h"
+#include "runtime/tokenizer/nfc.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "tests/tokenizer/tokenizer_test_util.h"
+
+namespace spk::rt {
+namespace {
+
+using namespace spk::rt::testing;
+
+struct Case {
+  const char* name;
+  size_t max_bytes;  // 0: whole corpus
+  bool nfc;          // the tokenizer's normalizer is NFC
+};
+
+std::string window(const Tokenizer& tok, const std::vector<int32_t>& ids, size_t at) {
+  std::ostringstream os;
+  size_t b = at >= 6 ? at - 6 : 0, e = std::min(ids.size(), at + 6);
+  for (size_t i = b; i < e; ++i)
+    os << (i == at ? "[" : "") << ids[i] << ":" << tok.id_to_token(ids[i]) << (i == at ? "] " : " ");
+  return os.str();
+}
+
+class Parity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Parity, IdsAndDecodeMatchReference) {
+  const Case& c = GetParam();
+  TempDir tmp;
+  std::string cmd = "node '" + reference_script() + "' '" + npm_dir() + "' '" + corpus_path() + "' '" +
+                    tmp.path.string() + "' " + c.name + "='" + model_dir(c.name) + "'";
+  if (c.max_bytes) cmd += " --max-bytes=" + std::to_string(c.max_bytes);
+  auto [rc, out] = run(cmd);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << out;
+  std::cout << "reference " << out;
+
+  auto corpus_r = read_file(corpus_path());
+  ASSERT_TRUE(corpus_r.ok()) << corpus_r.error().what();
+  std::string text = *corpus_r;
+  if (c.max_bytes && text.size() > c.max_bytes) {
+    size_t n = c.max_bytes;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+    text.resize(n);
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto loaded = Tokenizer::load(model_dir(c.name));
+  ASSERT_TRUE(loaded.ok()) << loaded.error().what();
+  auto t1 = std::chrono::steady_clock::now();
+  const Tokenizer& tok = **loaded;
+  std::vector<int32_t> ids = tok.encode(text, true);
+  auto t2 = std::chrono::steady_clock::now();
+  double load_s = std::chrono::duration<double>(t1 - t0).count();
+  double enc_s = std::chrono::duration<double>(t2 - t1).count();
+  std::cout << c.name << ": load " << load_s << " s, encode " << text.size() << " bytes -> " << ids.size()
+            << " ids in " << enc_s << " s = " << (text.size() / 1e6) / enc_s << " MB/s\n";
+
+  std::vector<int32_t> ref = read_ids((tmp.path / (std::string(c.name) + ".ids")).string());
+  ASSERT_FALSE(ref.empty());
+  const auto* hf = dynamic_cast<const HfTokenizer*>(&tok);
+  ASSERT_NE(hf, nullptr);
+  size_t n = std::min(ids.size(), ref.size());
+  size_t k = 0;
+  while (k < n && ids[k] == ref[k]) ++k;
+  if (k < n || ids.size() != ref.size()) {
+    std::vector<int32_t> prefix(ids.begin(), ids.begin() + k);
+    size_t offset = hf->decode_bytes(prefix, true).size();
+    ADD_FAILURE() << c.name << ": first mismatch at id #" << k << " (about byte " << offset
+                  << " of the input: \"" << text.substr(std::min(offset, text.size()), 40)
+                  << "\")\n  ours: " << window(tok, ids, k) << "\n  ref:  " << window(tok, ref, k)
+                  << "\n  sizes ours " << ids.size() << " ref " << ref.size();
+  }
+
+  auto ref_dec = read_file((tmp.path / (std::string(c.name) + ".decoded.txt")).string());
+  auto ref_skip = read_file((tmp.path / (std::string(c.name) + ".skipped.txt")).string());
+  ASSERT_TRUE(ref_dec.ok() && ref_skip.ok());
+  EXPECT_TRUE(tok.decode(ref, false) == *ref_dec)
+      << c.name << ": decode(skip=false) differs from the reference";
+  EXPECT_TRUE(tok.decode(ref, true) == *ref_skip)
+      << c.name << ": decode(skip=true) differs from the reference";
+
+  // Round trip: the bytes of encode(x) are x (NFC(x) for NFC tokenizers; no clean-up rewrite).
+  std::vector<int32_t> plain = tok.encode(text, false);
+  std::string back = hf->decode_bytes(plain, false);
+  std::string expect = c.nfc ? nfc(text) : text;
+  if (back != expect) {
+    size_t d = 0;
+    while (d < back.size() && d < expect.size() && back[d] == expect[d]) ++d;
+    ADD_FAILURE() << c.name << ": round trip differs at byte " << d << ": \"" << expect.substr(d, 30)
+                  << "\" vs \"" << back.substr(d, 30) << "\"";
+  }
+  if (!hf->clean_up_tokenization_spaces()) {
+    EXPECT_TRUE(tok.decode(plain, false) == expect);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RealTokenizers, Parity,
+                         ::testing::Values(Case{"qwen3", 0, true}, Case{"llama3_1", 0, false},
+                                           Case{"deepseek_v3", 0, false}, Case{"gptoss", 256 * 1024, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace spk::rt
