@@ -87,7 +87,51 @@ Src preprocess(const std::string& source) {
       ++i;  // skip the newline
     }
   }
-  return b;
+  // transformers' {% generation %} / {% endgeneration %} markers are dropped, with the whitespace
+  // around them unless the tag has '-' on that side:
+  // /(\s*){%(-?)\s*(?:end)?generation\s*(-?)%}(\s*)/gs -> (lstrip ? "" : before) + (rstrip ? "" : after)
+  Src c;
+  const std::string& v = b.text;
+  size_t i = 0;
+  while (i < v.size()) {
+    const size_t ws = js_space_run_forward(v, i);
+    size_t p = i + ws;
+    bool tag = v.compare(p, 2, "{%") == 0;
+    bool lstrip = false, rstrip = false;
+    if (tag) {
+      p += 2;
+      if (p < v.size() && v[p] == '-') {
+        lstrip = true;
+        ++p;
+      }
+      p += js_space_run_forward(v, p);
+      if (v.compare(p, 3, "end") == 0 && v.compare(p + 3, 10, "generation") == 0) p += 3;
+      tag = v.compare(p, 10, "generation") == 0;
+      p += 10;
+      if (tag) {
+        p += js_space_run_forward(v, p);
+        if (p < v.size() && v[p] == '-') {
+          rstrip = true;
+          ++p;
+        }
+        tag = v.compare(p, 2, "%}") == 0;
+        p += 2;
+      }
+    }
+    if (!tag) {
+      const size_t end = ws ? i + ws : i + 1;  // copy the whitespace run (or one byte) unchanged
+      for (size_t k = i; k < end; ++k) c.push(v[k], b.line[k]);
+      i = end;
+      continue;
+    }
+    const size_t after = js_space_run_forward(v, p);
+    if (!lstrip)
+      for (size_t k = i; k < i + ws; ++k) c.push(v[k], b.line[k]);
+    if (!rstrip)
+      for (size_t k = p; k < p + after; ++k) c.push(v[k], b.line[k]);
+    i = p + after;
+  }
+  return c;
 }
 
 constexpr std::array<std::pair<std::string_view, Tok>, 30> kTable{{

@@ -144,6 +144,10 @@ TEST(ChatTemplateErrors, NameLineAndConstruct) {
   // Render-time errors carry the line of the failing construct too.
   EXPECT_NE(error_of("x\n\n{{ raise_exception('boom') }}").find("tpl:3: raise_exception: boom"),
             std::string::npos);
+  // Lines count in the original source even where trim_blocks / lstrip_blocks / `-` deleted newlines.
+  const std::string trimmed =
+      error_of("{% if true %}\n  {%- set a = 1 -%}\n{% endif %}\n\n{{ a | tojson }}{{ a.b() }}");
+  EXPECT_NE(trimmed.find("tpl:5: Cannot call"), std::string::npos) << trimmed;
   const ordered_json ctx = {{"messages", {{{"role", "user"}, {"content", nullptr}}}}};
   const std::string e = error_of("{% for m in messages %}\n{{ m.content.startswith('x') }}{% endfor %}", ctx);
   EXPECT_NE(e.find("tpl:2: Cannot call something that is not a function: '.startswith'"), std::string::npos)
