@@ -232,6 +232,13 @@ Cluster local_cluster(const std::string& state_dir) {
   return Cluster{"local", "implicit", {n}};
 }
 
+ClusterLoad load_cluster_or_local(const std::string& cluster_file, const std::string& state_dir) {
+  if (!cluster_file.empty()) return load_cluster_file(cluster_file);
+  ClusterLoad out;
+  out.cluster = local_cluster(state_dir);
+  return out;
+}
+
 SshTarget ssh_target(const Node& n) {
   SshTarget t;
   t.name = n.name;

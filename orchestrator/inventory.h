@@ -74,6 +74,9 @@ ClusterLoad load_cluster_file(const std::string& path, const YamlLimits& limits 
 // The implicit one-node cluster used when no --cluster is given.
 Cluster local_cluster(const std::string& state_dir);
 
+// The cluster a verb runs against: `cluster_file` when set (--cluster), else local_cluster(state_dir).
+ClusterLoad load_cluster_or_local(const std::string& cluster_file, const std::string& state_dir);
+
 // How the transport reaches `n` (remote nodes only).
 SshTarget ssh_target(const Node& n);
 
