@@ -48,8 +48,11 @@ int main(int argc, char** argv) {
   setup_cluster(app, ctx);
   setup_plan(app, ctx);
   setup_dev(app, ctx);
+  setup_dev_bench_model(app, ctx);
   setup_generate(app, ctx);
   setup_fabric(app, ctx);
+  setup_node(app, ctx);
+  setup_runtime(app, ctx);
   setup_not_built_verbs(app, ctx);
 
   try {

@@ -9,8 +9,11 @@ void setup_recipe(CLI::App& app, Context& ctx);
 void setup_cluster(CLI::App& app, Context& ctx);
 void setup_plan(CLI::App& app, Context& ctx);
 void setup_dev(CLI::App& app, Context& ctx);
+void setup_dev_bench_model(CLI::App& app, Context& ctx);  // after setup_dev: adds `dev bench-model`
 void setup_generate(CLI::App& app, Context& ctx);
 void setup_fabric(CLI::App& app, Context& ctx);
+void setup_node(CLI::App& app, Context& ctx);
+void setup_runtime(CLI::App& app, Context& ctx);
 void setup_not_built_verbs(CLI::App& app, Context& ctx);
 
 }  // namespace spk::cli
