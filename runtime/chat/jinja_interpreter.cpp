@@ -660,6 +660,13 @@ void Interpreter::bind_macro_args(const std::string& display, const Node& def,
 void Interpreter::exec_macro(const Node& n, Env& env) {
   const Node* def = &n;
   env.set(n.name, Value::function([this, def](std::vector<Value>& args, Env& caller) {
+            struct Depth {
+              int& d;
+              explicit Depth(int& x) : d(++x) {}
+              ~Depth() { --d; }
+            } depth(macro_depth_);
+            if (macro_depth_ > 100)
+              fail("macro '" + def->name + "' nested deeper than 100 calls (runaway recursion?)");
             Env scope(&caller);
             bind_macro_args("'" + def->name + "'", *def, def->list, args, scope);
             std::string out;

@@ -66,6 +66,7 @@ class Interpreter {
                        const std::vector<NodePtr>& params, std::vector<Value>& args, Env& scope);
 
   RenderOptions opt_;
+  int macro_depth_ = 0;  // runaway recursion guard, 100 deep (the reference dies with a JS RangeError)
 };
 
 // Helpers shared by the filter / builtin files.

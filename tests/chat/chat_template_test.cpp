@@ -152,6 +152,8 @@ TEST(ChatTemplateErrors, NameLineAndConstruct) {
   const std::string e = error_of("{% for m in messages %}\n{{ m.content.startswith('x') }}{% endfor %}", ctx);
   EXPECT_NE(e.find("tpl:2: Cannot call something that is not a function: '.startswith'"), std::string::npos)
       << e;
+  EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("runaway recursion"),
+            std::string::npos);
   auto t = JinjaTemplate::compile("{{ x | nope }}", "tpl");
   ASSERT_FALSE(t.ok());
   EXPECT_FALSE(t.error().fix.empty());
