@@ -1,0 +1,219 @@
+// `sparkctl runtime serve`: the daemon the orchestrator launches on every rank. Loads the model,
+// plans the KV pool (memory planner), starts the engine thread and the OpenAI HTTP server, proves the
+// engine can produce a token, then prints the readiness line. argv contract: orchestrator's `plan`.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/verbs.h"
+#include "runtime/chat/chat_template.h"
+#include "runtime/model/model.h"
+#include "runtime/serve/engine.h"
+#include "runtime/serve/http_server.h"
+#include "runtime/serve/memory_planner.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace spk::cli {
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  std::string served_model_name;  // default: the model directory's name
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key_env = "SPARKCTL_API_KEY";
+  std::string backend = "cpu";
+  int tensor_parallel_size = 1;
+  int rank = 0;
+  std::string master;
+  double gpu_memory_utilization = 0.9;
+  double device_memory_gib = 0;  // required on cpu: the RAM budget the planner treats as device memory
+  int max_model_len = 0;         // 0 = the model's max_position_embeddings
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int block_size = 16;
+  std::string kv_cache_dtype = "auto";
+  bool dry_run_memory = false;
+  size_t max_body_mib = 4;
+  int max_n = 16;
+  uint64_t seed = 0;
+};
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+int fail(int code, const std::string& what) {
+  print_error("runtime serve", what);
+  return code;
+}
+
+int run_serve(const ServeFlags& f, const Context& ctx) {
+  if (f.tensor_parallel_size != 1 || f.rank != 0)
+    return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
+                                " / --rank " + std::to_string(f.rank) +
+                                ": tensor parallelism is not built yet (run with --tensor-parallel-size 1)");
+  if (f.kv_cache_dtype != "auto")
+    return fail(kExitUsage, "--kv-cache-dtype " + f.kv_cache_dtype +
+                                " is not built yet (the KV cache uses the backend's dtype; pass auto)");
+  if (f.device_memory_gib <= 0)
+    return fail(kExitUsage,
+                f.backend == "cpu"
+                    ? "--device-memory-gib is required on cpu (the RAM budget the memory planner uses)"
+                    : "querying GPU memory is not built yet (pass --device-memory-gib)");
+  const char* key = std::getenv(f.api_key_env.c_str());
+  if (!f.dry_run_memory && (!key || !*key))
+    return fail(kExitUsage,
+                "$" + f.api_key_env + " is empty (export it, or name another variable with --api-key-env)");
+
+  auto model = rt::Model::load(f.model, rt::LoadOptions{f.backend, f.rank, f.tensor_parallel_size});
+  if (!model.ok()) return fail(kExitFailed, model.error().what());
+  rt::Model& m = **model;
+  const auto& mc = m.config();
+  const int max_len = f.max_model_len > 0 ? f.max_model_len : mc.max_position_embeddings;
+  if (max_len <= 0 || (mc.max_position_embeddings > 0 && max_len > mc.max_position_embeddings))
+    return fail(kExitUsage, "--max-model-len " + std::to_string(max_len) + " exceeds the model's " +
+                                std::to_string(mc.max_position_embeddings) +
+                                " max_position_embeddings (lower --max-model-len)");
+
+  rt::MemoryPlanInput in;
+  in.device_bytes = static_cast<uint64_t>(f.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  in.gpu_memory_utilization = f.gpu_memory_utilization;
+  in.weight_bytes = m.weight_bytes();
+  in.activation_bytes = m.activation_bytes(f.max_num_batched_tokens);
+  in.graph_bytes = 0;  // no CUDA graphs in this build
+  // Logits of a full batch (fp32) + 64 MiB of runtime slack (threads, HTTP buffers, allocator).
+  in.other_bytes =
+      static_cast<uint64_t>(f.max_num_seqs) * static_cast<uint64_t>(mc.vocab_size) * 4 + 64 * kMiB;
+  in.kv_bytes_per_token = m.kv_bytes_per_token();
+  in.block_size = f.block_size;
+  in.max_model_len = max_len;
+  auto plan = rt::plan_memory(in);
+  if (f.dry_run_memory) {
+    nlohmann::json j = plan.ok() ? plan->to_json() : nlohmann::json{{"error", plan.error().what()}};
+    std::cout << j.dump(2) << "\n";
+    return plan.ok() ? kExitOk : kExitFailed;
+  }
+  if (!plan.ok()) return fail(kExitFailed, plan.error().what());
+  for (const auto& line : plan->log_lines()) spdlog::info("{}", line);
+
+  auto tok = rt::Tokenizer::load(f.model);
+  if (!tok.ok()) return fail(kExitFailed, tok.error().what());
+  auto chat = rt::load_chat_config(f.model);
+  if (!chat.ok()) return fail(kExitFailed, chat.error().what());
+  if (Status st = m.allocate_kv(plan->num_blocks, f.block_size); !st.ok())
+    return fail(kExitFailed, st.error().what());
+
+  rt::Metrics metrics;
+  rt::EngineConfig ec;
+  ec.sched = {f.max_num_seqs, f.max_num_batched_tokens};
+  ec.max_model_len = max_len;
+  ec.eos_ids = mc.eos_token_ids;
+  ec.base_seed = f.seed;
+  rt::Engine engine(m, ec, &metrics);
+  metrics.set_gauge_source([&engine] { return engine.gauges(); });
+
+  rt::HttpConfig hc;
+  hc.host = f.host;
+  hc.port = f.port;
+  hc.served_model_name =
+      f.served_model_name.empty() ? std::filesystem::path(f.model).filename().string() : f.served_model_name;
+  if (hc.served_model_name.empty()) hc.served_model_name = "model";
+  hc.api_key = key;
+  hc.max_body_bytes = f.max_body_mib * kMiB;
+  hc.max_n = f.max_n;
+  hc.threads = std::min(1024, 2 * f.max_num_seqs + 16);
+  rt::HttpServer server(hc, engine, *tok, *chat, metrics);
+
+  // SIGINT/SIGTERM go to one waiting thread (blocked here before any thread starts, so all inherit it).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  if (Status st = server.bind(); !st.ok()) return fail(kExitFailed, st.error().what());
+  if (f.host != "127.0.0.1" && f.host != "localhost" && f.host != "::1")
+    spdlog::warn("listening on {} (not loopback): anyone who can reach it and knows the API key can use it",
+                 f.host);
+  engine.start();
+
+  // Readiness means a real token: one greedy step through the whole engine.
+  rt::SamplingParams warm;
+  warm.temperature = 0;
+  warm.max_tokens = 1;
+  auto w = engine.submit({{mc.bos_token_id >= 0 ? mc.bos_token_id : 0}, warm, false});
+  if (!w.ok()) return fail(kExitFailed, "warmup: " + w.error().what());
+  rt::SeqUpdate u;
+  while (!u.done)
+    if (!w->channel->take(u, std::chrono::seconds(600)))
+      return fail(kExitFailed, "warmup: no token in 600 s");
+  if (!u.error.empty() || u.num_generated != 1) return fail(kExitFailed, "warmup failed: " + u.error);
+
+  std::thread sig_thread([&server, sigs] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spdlog::info("signal {}: shutting down", sig);
+    server.stop();
+  });
+  std::printf("ready: serving %s on http://%s:%d\n", hc.served_model_name.c_str(), f.host.c_str(),
+              server.port());
+  std::fflush(stdout);
+  spdlog::info("state dir {}", ctx.global.state_dir);
+  server.run();
+  engine.stop();
+  if (sig_thread.joinable()) {
+    pthread_kill(sig_thread.native_handle(), SIGTERM);  // wake sigwait if stop came from elsewhere
+    sig_thread.join();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void setup_runtime(CLI::App& app, Context& ctx) {
+  auto* rt = app.add_subcommand("runtime", "the tensor-parallel runtime daemon (serve)");
+  rt->require_subcommand(1);
+  auto f = std::make_shared<ServeFlags>();
+  auto* s =
+      rt->add_subcommand("serve", "serve a model over the OpenAI HTTP API (continuous batching, paged KV)");
+  s->add_option("--model", f->model, "Hugging Face checkpoint directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  s->add_option("--served-model-name", f->served_model_name,
+                "name clients pass as `model` (default: dir name)");
+  s->add_option("--host", f->host, "bind address (anything but loopback logs a warning)");
+  s->add_option("--port", f->port, "HTTP port (0 = any free port)")->check(CLI::Range(0, 65535));
+  s->add_option("--api-key-env", f->api_key_env, "environment variable holding the API key (required)");
+  s->add_option("--backend", f->backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
+  s->add_option("--tensor-parallel-size", f->tensor_parallel_size, "TP world size (only 1 is built)")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--rank", f->rank, "this process's TP rank")->check(CLI::NonNegativeNumber);
+  s->add_option("--master", f->master, "HOST:PORT of the rank-0 rendezvous (TP > 1)");
+  s->add_option("--gpu-memory-utilization", f->gpu_memory_utilization, "fraction of device memory to use")
+      ->check(CLI::Range(0.0, 1.0));
+  s->add_option("--device-memory-gib", f->device_memory_gib,
+                "device memory in GiB (on cpu: the RAM budget; required until GPU queries are built)")
+      ->envname("SPARKCTL_DEVICE_MEMORY_GIB");
+  s->add_option("--max-model-len", f->max_model_len, "longest request, prompt + completion (0 = model's)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--max-num-seqs", f->max_num_seqs, "sequences per step")->check(CLI::PositiveNumber);
+  s->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                "tokens per step (prefill chunk budget)")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--block-size", f->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
+  s->add_option("--kv-cache-dtype", f->kv_cache_dtype, "KV cache dtype (only auto is built)");
+  s->add_flag("--dry-run-memory", f->dry_run_memory, "print the memory plan as JSON and exit");
+  s->add_option("--max-body-mib", f->max_body_mib, "largest request body (413 above)")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--max-n", f->max_n, "cap on a request's `n`")->check(CLI::PositiveNumber);
+  s->add_option("--seed", f->seed, "base seed of requests that bring none");
+  s->callback([f, &ctx] { ctx.exit_code = run_serve(*f, ctx); });
+}
+
+}  // namespace spk::cli
