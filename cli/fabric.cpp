@@ -201,7 +201,6 @@ int run_doctor_verb(const Context& ctx, FabricOptions& o) {
   r.fabric_cidr = o.cidr;
   r.mtu = o.mtu;
   r.bw_port = o.bw_port;
-  if (!r.iface.empty() || !o.ifaces.empty()) r.iface = o.ifaces.empty() ? r.iface : o.ifaces.front();
   auto res = run_doctor(r, **net);
   if (!res.ok()) return fail("fabric doctor", res.error());
   if (ctx.global.json) {
@@ -268,7 +267,7 @@ void setup_fabric(CLI::App& app, Context& ctx) {
   opt_ip(doc, *o, false);
   opt_mtu(doc, *o);
   opt_port(doc, *o);
-  doc->add_option("--iface", o->ifaces, "fabric netdev (default: the fabric IP's RDMA netdev)");
+  doc->add_option("--iface", o->doctor.iface, "fabric netdev (default: the fabric IP's RDMA netdev)");
   doc->add_option("--peer", o->doctor.peers, "another node's fabric IPv4 (repeatable)");
   doc->add_option("--bw-seconds", o->doctor.bw_seconds, "bandwidth test time limit (and 1 GiB at most)");
   doc->add_option("--min-rate-gbps", o->doctor.min_rate_gbps, "lowest acceptable port rate per RDMA device");
