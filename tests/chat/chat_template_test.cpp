@@ -4,6 +4,7 @@
 #include "runtime/chat/chat_template.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
