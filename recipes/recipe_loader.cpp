@@ -92,6 +92,12 @@ class Loader {
     return std::nullopt;
   }
 
+  // Position of a key (a `key:` without value has no useful position of its own), else of `fallback`.
+  SourcePos key_pos(const std::string& key, const YAML::Node& fallback) {
+    auto it = r_.positions.find(key);
+    return it != r_.positions.end() ? it->second : YamlReader::pos(fallback);
+  }
+
   void record_positions(const YAML::Node& map, const std::string& path, int depth) {
     if (!map.IsMap() || depth > 3) return;
     for (auto it = map.begin(); it != map.end(); ++it) {
@@ -155,7 +161,7 @@ class Loader {
     if (auto v = y_.str(m, "revision", "model")) r_.model.revision = *v;
     if (r_.model.source == ModelSource::hub && hub) {
       if (r_.model.revision.empty())
-        y_.add(Severity::warning, YamlReader::pos(rev.IsDefined() ? rev : m), "model.revision",
+        y_.add(Severity::warning, key_pos("model.revision", m), "model.revision",
                "not pinned: a missing pin can silently start a full download that fills the worker disk",
                "set model.revision to the 40-hex commit of the checkpoint");
       else if (!is_commit_hash(r_.model.revision))
@@ -227,7 +233,7 @@ class Loader {
     if (auto v = y_.str(d, "revision", "draft")) out.revision = *v;
     if (model && is_hub_id(*model)) {
       if (out.revision.empty())
-        y_.add(Severity::warning, YamlReader::pos(at(d, "revision")), "draft.revision",
+        y_.add(Severity::warning, key_pos("draft.revision", d), "draft.revision",
                "drafter revision not pinned", "set draft.revision to the 40-hex commit of the drafter");
       else if (model->rfind("PLACEHOLDER", 0) != 0 && !is_commit_hash(out.revision))
         y_.add(Severity::warning, YamlReader::pos(at(d, "revision")), "draft.revision",

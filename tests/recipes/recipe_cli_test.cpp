@@ -1,0 +1,83 @@
+// `sparkctl recipe ...` through the real binary: the exit code is the truth.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run run(const std::string& args, bool merge_stderr = true) {
+  std::string cmd = std::string("SPARKCTL_STATE_DIR=/nonexistent-spk-state ") + SPARKCTL_BINARY + " " + args +
+                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+const std::string kFix = RECIPES_FIXTURES;
+
+TEST(RecipeCli, ListShowsEveryShippedLane) {
+  auto r = run("recipe list");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* lane : {"lane-a", "lane-b", "lane-c", "lane-demo"})
+    EXPECT_NE(r.out.find(lane), std::string::npos);
+  EXPECT_NE(r.out.find("embedded"), std::string::npos) << r.out;
+  auto j = run("recipe list --json", false);
+  ASSERT_EQ(j.code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_GE(doc.size(), 4u);
+  EXPECT_EQ(doc[0].count("tensor_parallel"), 1u);
+}
+
+TEST(RecipeCli, ValidateExitsZeroForValidAndOneForInvalid) {
+  EXPECT_EQ(run("recipe validate " + kFix + "/valid_pinned.yaml").code, 0);
+  auto bad = run("recipe validate " + kFix + "/bad_ranges.yaml");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("bad_ranges.yaml:5:25: gpu_memory_utilization: 1.3 is out of range (0,1]"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(run("recipe validate /no/such/file.yaml").code, 1);
+}
+
+TEST(RecipeCli, ValidateReportsNotHonouredButStaysZero) {
+  auto r = run("recipe validate lane-a");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("not honoured by this build"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: model.revision: not pinned"), std::string::npos) << r.out;
+  auto j = run("--json recipe validate lane-a", false);
+  ASSERT_EQ(j.code, 0);
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_TRUE(doc["valid"].get<bool>());
+  EXPECT_EQ(doc["not_honoured"].get<int>(), 3);
+}
+
+TEST(RecipeCli, ShowPrintsResolvedDefaults) {
+  auto r = run("recipe show lane-demo");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("block_size: 16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("backend: cpu"), std::string::npos) << r.out;
+  auto j = run("recipe show lane-demo --json", false);
+  ASSERT_EQ(j.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(j.out)["model"]["synthetic"]["preset"], "tiny");
+  EXPECT_EQ(run("recipe show lane-nope").code, 1);
+}
+
+TEST(RecipeCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run("recipe").code, 2);
+  EXPECT_EQ(run("recipe validate").code, 2);
+  EXPECT_EQ(run("recipe frob").code, 2);
+}
+
+}  // namespace
