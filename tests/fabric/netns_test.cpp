@@ -98,6 +98,26 @@ TEST_F(FabricNetns, SetupRefusesConflictsAndUnknownIfaces) {
   EXPECT_EQ(li->mtu, 1500) << "dry run changed nothing";
 }
 
+TEST_F(FabricNetns, SetupHandlesBothHalvesInOneRequest) {
+  // A second veth pair stands in for the second CX7 half (enP2p1s0f0np0 on a Spark).
+  auto mk = run_argv({"ip", "-n", pair_.a, "link", "add", "veth-a2", "type", "veth", "peer", "name",
+                      "veth-b2", "netns", pair_.b});
+  ASSERT_EQ(mk.code, 0) << mk.out;
+  SetupRequest req{"a", {{"veth-a", "10.231.0.1/30", 9000}, {"veth-a2", "10.231.0.5/30", 9000}}, false};
+  auto r = in_netns(pair_.a, [&] { return setup_links(req); });
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_EQ(r->changes.size(), 6u) << nlohmann::json(*r).dump();
+  auto again = in_netns(pair_.a, [&] { return setup_links(req); });
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->changes.empty()) << nlohmann::json(*again).dump();
+  // The same IP on the other half is refused, never moved silently.
+  SetupRequest dup{"a", {{"veth-a2", "10.231.0.1/30", 9000}}, false};
+  auto d = in_netns(pair_.a, [&] { return setup_links(dup); });
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("10.231.0.1 is already on veth-a, not veth-a2"), std::string::npos)
+      << d.error().what();
+}
+
 TEST_F(FabricNetns, DfPingAt9000PassesBetweenJumboEnds) {
   setup_both(9000, 9000);
   auto rtt = in_netns(pair_.a, [] { return df_ping({kIpB, 9000, 3, 1000}); });
