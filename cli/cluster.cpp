@@ -26,7 +26,7 @@ int run_cluster_show(Context& ctx) {
   std::cout << "cluster " << c.name << " (" << c.source << "), " << c.nodes.size() << " node(s)\n";
   std::cout << std::left << std::setw(12) << "NODE" << std::setw(8) << "ROLE" << std::setw(26) << "SSH"
             << std::setw(5) << "GPUS" << std::setw(34) << "FABRIC"
-            << "CACHE\n";
+            << " CACHE\n";
   for (const auto& n : c.nodes) {
     std::string ssh = n.local ? "(local, no ssh)"
                               : (n.ssh.user.empty() ? "" : n.ssh.user + "@") + n.ssh.host + ":" +
@@ -39,7 +39,7 @@ int run_cluster_show(Context& ctx) {
       fabric += "]";
     }
     std::cout << std::setw(12) << n.name << std::setw(8) << role_name(n.role) << std::setw(26) << ssh
-              << std::setw(5) << n.gpus << std::setw(34) << fabric << n.cache_dir << "\n";
+              << std::setw(5) << n.gpus << std::setw(34) << fabric << " " << n.cache_dir << "\n";
   }
   return kExitOk;
 }

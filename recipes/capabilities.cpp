@@ -44,7 +44,8 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
   if (r.nodes > 1 && !caps.multi_node)
     out.push_back({Feature::multi_node, "nodes", std::to_string(r.nodes),
                    "ranks on " + std::to_string(r.nodes) +
-                       " nodes need the fabric module (RoCE GIDs, NCCL env), which is not built yet",
+                       " nodes: the multi-node launch (per-node fabric env, worker-first start) is not wired "
+                       "into up yet",
                    at("nodes")});
   return out;
 }
