@@ -71,6 +71,14 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
     return fail(kExitUsage,
                 "$" + f.api_key_env + " is empty (export it, or name another variable with --api-key-env)");
 
+  // SIGINT/SIGTERM go to one waiting thread (blocked here before the model, engine or HTTP start threads, so
+  // all inherit it).
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
   auto model = rt::Model::load(f.model, rt::LoadOptions{f.backend, f.rank, f.tensor_parallel_size});
   if (!model.ok()) return fail(kExitFailed, model.error().what());
   rt::Model& m = **model;
@@ -129,13 +137,6 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   hc.max_n = f.max_n;
   hc.threads = std::min(1024, 2 * f.max_num_seqs + 16);
   rt::HttpServer server(hc, engine, *tok, *chat, metrics);
-
-  // SIGINT/SIGTERM go to one waiting thread (blocked here before any thread starts, so all inherit it).
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   if (Status st = server.bind(); !st.ok()) return fail(kExitFailed, st.error().what());
   if (f.host != "127.0.0.1" && f.host != "localhost" && f.host != "::1")

@@ -83,7 +83,8 @@ Result<MemoryPlan> plan_memory(const MemoryPlanInput& in) {
   const std::string gmu_fit =
       gmu_for(fixed + req_bytes, device) <= 1.0
           ? "set --gpu-memory-utilization >= " + fmt("%.3f", gmu_for(fixed + req_bytes, device))
-          : "no --gpu-memory-utilization fits: lower --max-model-len, or add memory "
+          : "no --gpu-memory-utilization fits: lower --max-model-len / --max-num-batched-tokens / "
+            "--max-num-seqs, or add memory "
             "(--device-memory-gib / --tensor-parallel-size)";
   const std::string breakdown = "device " + format_gib(device) + " GiB x gpu_memory_utilization " +
                                 fmt("%g", in.gpu_memory_utilization) + " = " +

