@@ -103,6 +103,7 @@ void print_table(const NodeFabric& nf) {
 }
 
 void print_env(const FabricEnv& env) {
+  for (auto& w : env.warnings) std::printf("# warning: %s\n", w.c_str());
   for (auto& s : env.plan.skipped)
     std::printf("# %s left out: %s (%s)\n", s.device.c_str(), s.reason.c_str(), s.fix.c_str());
   for (auto& [k, v] : env.vars) std::printf("%s=%s  # %s\n", k.c_str(), v.value.c_str(), v.source.c_str());

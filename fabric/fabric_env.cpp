@@ -54,6 +54,14 @@ FabricEnv fabric_env(const GidPlan& plan, const EnvRequest& req) {
     else
       v[k] = {val, "recipe override"};
   }
+  if (auto it = v.find("NCCL_IB_GID_INDEX"); it != v.end() && it->second.source == "recipe override") {
+    for (auto& h : plan.hcas)
+      if (it->second.value != std::to_string(h.gid_index))
+        env.warnings.push_back(
+            plan.node + ": recipe sets NCCL_IB_GID_INDEX=" + it->second.value + " but " + h.device +
+            "'s RoCE v2 GID for " + h.ip + " is at index " + std::to_string(h.gid_index) +
+            " (drop NCCL_IB_GID_INDEX from the recipe env: sparkctl resolves it per node)");
+  }
   return env;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "fabric/gid_choice.h"
 
@@ -32,10 +33,13 @@ struct FabricEnv {
   std::string node;
   std::map<std::string, EnvVar> vars;
   GidPlan plan;  // what the values were derived from
+  // Overrides that contradict this node's table, e.g. a recipe-wide NCCL_IB_GID_INDEX=3 on a node whose
+  // RoCE v2 GID sits at 5 (the classic "one index copied to all nodes" failure). The plan prints them.
+  std::vector<std::string> warnings;
 
   [[nodiscard]] std::map<std::string, std::string> values() const;  // var -> value, for exec
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FabricEnv, node, vars, plan)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FabricEnv, node, vars, plan, warnings)
 
 struct EnvRequest {
   GidRequest gid;                                // fabric CIDR (+ optional explicit HCAs)

@@ -149,6 +149,22 @@ TEST(FabricEnvTest, OverridesApplyLastAndEmptyRemoves) {
   EXPECT_EQ(nlohmann::json(req).get<EnvRequest>().overrides, req.overrides);
 }
 
+TEST(FabricEnvTest, SharedIndexOverrideWarnsOnTheNodeItDoesNotFit) {
+  auto a = spark_a(), b = spark_b();
+  EnvRequest shared{{"", {}}, false, {{"NCCL_IB_GID_INDEX", "3"}}};
+  shared.gid.fabric_cidr = a.cidr;
+  auto ea = fabric_env(a.discover_or_die(), shared);
+  shared.gid.fabric_cidr = b.cidr;
+  auto eb = fabric_env(b.discover_or_die(), shared);
+  ASSERT_TRUE(ea.ok() && eb.ok());
+  EXPECT_TRUE(ea->warnings.empty());
+  ASSERT_EQ(eb->warnings.size(), 1u);
+  EXPECT_NE(eb->warnings[0].find("spark-b: recipe sets NCCL_IB_GID_INDEX=3 but rocep1s0f0's RoCE v2 GID for "
+                                 "192.168.100.2 is at index 5"),
+            std::string::npos)
+      << eb->warnings[0];
+}
+
 TEST(FabricEnvTest, NoGidFailsTheEnv) {
   auto c = spark_c();
   auto env = fabric_env(c.discover_or_die(), EnvRequest{{c.cidr, {}}, false, {}});
