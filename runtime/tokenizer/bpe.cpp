@@ -28,7 +28,7 @@ bool BpeModel::init(const std::vector<std::string>& raw_vocab,
 }
 
 int32_t BpeModel::raw_to_id(std::string_view raw) const {
-  auto it = raw_to_id_.find(std::string(raw));
+  auto it = raw_to_id_.find(raw);
   return it == raw_to_id_.end() ? -1 : it->second;
 }
 
@@ -47,11 +47,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     return;
   }
   bool cacheable = word.size() < kCacheWordMax;
-  std::string w;
   if (cacheable) {
-    w.assign(word);
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(w);
+    auto it = cache_.find(word);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -62,7 +60,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mu_);
     if (cache_.size() >= kCacheMax) cache_.clear();
-    cache_.emplace(std::move(w), std::vector<int32_t>(out.begin() + first, out.end()));
+    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
   }
 }
 

@@ -14,6 +14,14 @@
 
 namespace spk::rt {
 
+// Transparent string hash: lookups by string_view without building a std::string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
 class BpeModel {
  public:
   // raw_vocab: id -> raw bytes of the token ("" for ids that are not byte-level model tokens).
@@ -37,14 +45,14 @@ class BpeModel {
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string, int32_t> raw_to_id_;
+  StringMap<int32_t> raw_to_id_;
   std::unordered_map<uint64_t, Merge> merges_;
   int32_t byte_id_[256];
   bool ignore_merges_ = false;
   int32_t unk_id_ = -1;
 
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable StringMap<std::vector<int32_t>> cache_;
   static constexpr size_t kCacheMax = 1 << 18;  // entries; cleared when full
   static constexpr size_t kCacheWordMax = 256;  // longer words are not cached
 };

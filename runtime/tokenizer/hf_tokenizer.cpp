@@ -13,6 +13,13 @@ namespace {
 
 using nlohmann::json;
 
+// j[key] when present, else null: by reference, never copying the (large) subtree.
+const json& member(const json& j, const char* key) {
+  static const json kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
 Error bad(const std::string& origin, const std::string& what) {
   return make_error(
       origin + ": " + what,
@@ -63,7 +70,7 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
   if (cfg.is_discarded() || !cfg.is_object()) cfg = json::object();
   auto t = std::make_shared<HfTokenizer>();
 
-  const json& model = j.contains("model") ? j["model"] : json();
+  const json& model = member(j, "model");
   if (!model.is_object() || model.value("type", "BPE") != "BPE")
     return bad(origin, "model type '" + (model.is_object() ? model.value("type", "?") : std::string("none")) +
                            "' is not supported (BPE)");
@@ -71,13 +78,13 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(k) && model[k].is_string() && !model[k].get<std::string>().empty())
       return bad(origin, std::string("BPE ") + k + " is not supported");
-  const json& dec = j.contains("decoder") ? j["decoder"] : json();
+  const json& dec = member(j, "decoder");
   if (!dec.is_object() || dec.value("type", "") != "ByteLevel")
     return bad(origin, "decoder " + dec.dump() + " is not supported (ByteLevel)");
 
   // Vocabulary.
   const json& vocab = model.at("vocab");
-  const json& added = j.contains("added_tokens") ? j["added_tokens"] : json::array();
+  const json& added = member(j, "added_tokens");
   size_t n = 0;
   for (auto it = vocab.begin(); it != vocab.end(); ++it)
     n = std::max<size_t>(n, it.value().get<int64_t>() + 1);
@@ -139,7 +146,7 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
     for (int k : norms) t->norms_.push_back(k == 1 ? Norm::kNfc : Norm::kNone);
     t->has_normalizer_ = true;
   }
-  SPK_ASSIGN(t->pre_, PreTokenizer::from_json(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json()));
+  SPK_ASSIGN(t->pre_, PreTokenizer::from_json(member(j, "pre_tokenizer")));
 
   // Added tokens: they override the model's token strings (as the JS reference's maps do).
   std::vector<AddedToken> raw_split, norm_split;
@@ -224,8 +231,7 @@ Status HfTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out
       continue;
     }
     if (s.text.empty()) continue;
-    if (auto it = piece_to_id_.find(std::string(s.text));
-        it != piece_to_id_.end() && (flags_[it->second] & kAdded)) {
+    if (auto it = piece_to_id_.find(s.text); it != piece_to_id_.end() && (flags_[it->second] & kAdded)) {
       out.push_back(it->second);
       continue;
     }
@@ -282,7 +288,7 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_speci
 }
 
 int32_t HfTokenizer::token_to_id(std::string_view token) const {
-  auto it = piece_to_id_.find(std::string(token));
+  auto it = piece_to_id_.find(token);
   return it == piece_to_id_.end() ? -1 : it->second;
 }
 

@@ -46,7 +46,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<std::string> pieces_;  // id -> token string as in tokenizer.json (added: content)
   std::vector<std::string> bytes_;   // id -> raw bytes for decode
   std::vector<uint8_t> flags_;       // id -> kAdded | kSpecial | kSkip
-  std::unordered_map<std::string, int32_t> piece_to_id_;
+  StringMap<int32_t> piece_to_id_;
   BpeModel bpe_;
   PreTokenizer pre_;
   std::vector<Norm> norms_;  // applied in order; an empty Sequence normalizer is still "present"

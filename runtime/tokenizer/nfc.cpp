@@ -63,6 +63,10 @@ uint32_t compose(uint32_t a, uint32_t b) {
 }
 
 void normalize_run(std::vector<uint32_t>& cps, std::string& out) {
+  if (cps.size() == 1) {  // a lone starter (most CJK text): nothing to reorder or compose
+    utf8::append(out, cps[0]);
+    return;
+  }
   // Canonical ordering: bubble each mark back past marks of higher class (runs are short).
   for (size_t i = 1; i < cps.size(); ++i) {
     uint8_t c = ccc(cps[i]);
@@ -106,6 +110,18 @@ bool combines_backward(uint32_t cp) {
   return std::binary_search(seconds.begin(), seconds.end(), cp);
 }
 
+// ccc 0, no decomposition, cannot combine backwards: the common case, one table load for the BMP.
+bool stable(uint32_t cp) {
+  static const std::vector<bool> bmp = [] {
+    std::vector<bool> v(0x10000);
+    for (uint32_t c = 0; c < 0x10000; ++c)
+      v[c] = !combines_backward(c) && !find_decomp(c) && !(c >= kSBase && c < kSBase + kSCount);
+    return v;
+  }();
+  if (cp < 0x10000) return bmp[cp];
+  return !combines_backward(cp) && !find_decomp(cp);
+}
+
 }  // namespace
 
 std::string nfc(std::string_view s) {
@@ -122,6 +138,24 @@ std::string nfc(std::string_view s) {
   for (size_t i = seg; i < s.size();) {
     uint32_t cp;
     size_t n = utf8::decode(s, i, &cp);
+    if (stable(cp)) {
+      // A starter without decomposition: ends the pending segment; copied as is unless the next
+      // code point may combine with it.
+      if (!cps.empty()) {
+        normalize_run(cps, out);
+        cps.clear();
+      }
+      size_t j = i + n;
+      uint32_t next = 0;
+      if (j < s.size()) utf8::decode(s, j, &next);
+      if (j >= s.size() || next < 0x300 || !combines_backward(next)) {
+        out.append(s.data() + i, n);
+      } else {
+        cps.push_back(cp);
+      }
+      i += n;
+      continue;
+    }
     i += n;
     tmp.clear();
     decompose(cp, tmp);
