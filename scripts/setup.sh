@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake ninja-build ccache pkg-config git
   libssh-dev libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libpcre2-dev libcpp-httplib-dev libgloo-dev libxxhash-dev libcurl4-openssl-dev
-  unicode-data openssh-server openssh-client rsync iproute2 iputils-ping procps curl)
+  unicode-data bzip2 openssh-server openssh-client rsync iproute2 iputils-ping procps curl)
 
 missing=()
 for p in "${PKGS[@]}"; do
