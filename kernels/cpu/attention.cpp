@@ -65,7 +65,11 @@ Status CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tenso
   const float* vc = v_cache.ptr<const float>();
   float* op = out.ptr<float>();
   const int64_t kv_row = hk * hd;
-  pool_.parallel_for(n * hq, 1, [&](int64_t w0, int64_t w1) {
+  // Grain: (token, head) items worth >= ~32K multiply-adds per chunk, so short decode steps stay inline.
+  int64_t max_ctx = 1;
+  for (const SeqMeta& s : step_.seqs) max_ctx = std::max<int64_t>(max_ctx, s.ctx_len);
+  const int64_t grain = std::max<int64_t>(1, 32768 / (2 * hd * max_ctx));
+  pool_.parallel_for(n * hq, grain, [&](int64_t w0, int64_t w1) {
     std::vector<float> scores;
     std::vector<float> acc(hd);
     for (int64_t w = w0; w < w1; ++w) {

@@ -19,15 +19,16 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks() {
-  for (;;) {
-    int64_t begin;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (next_ >= n_) return;
-      begin = next_;
-      next_ += chunk_;
-    }
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+  std::unique_lock<std::mutex> lk(mu_);
+  while (fn_ != nullptr && next_ < n_) {
+    const int64_t begin = next_;
+    next_ += chunk_;
+    const auto* fn = fn_;
+    const int64_t end = std::min(n_, begin + chunk_);
+    lk.unlock();
+    (*fn)(begin, end);
+    lk.lock();
+    if (--pending_ == 0) done_.notify_all();
   }
 }
 
@@ -41,10 +42,6 @@ void ThreadPool::worker_loop() {
       seen = generation_;
     }
     run_chunks();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (--busy_ == 0) done_.notify_all();
-    }
   }
 }
 
@@ -64,13 +61,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     n_ = n;
     chunk_ = chunk;
     next_ = 0;
-    busy_ = static_cast<int>(workers_.size());
+    pending_ = (n + chunk - 1) / chunk;
     ++generation_;
   }
   wake_.notify_all();
   run_chunks();
   std::unique_lock<std::mutex> lk(mu_);
-  done_.wait(lk, [&] { return busy_ == 0; });
+  done_.wait(lk, [&] { return pending_ == 0; });
   fn_ = nullptr;
 }
 

@@ -1,5 +1,7 @@
 // A small fixed pool for the CPU backend's data-parallel loops (linear over output rows, attention over
 // (token, head) pairs). The calling thread works too, so threads = 1 means no extra thread at all.
+// parallel_for returns when every chunk ran, not when every worker woke: on a loaded machine a worker
+// that is scheduled late finds no work left and costs the caller nothing.
 #pragma once
 
 #include <condition_variable>
@@ -36,8 +38,8 @@ class ThreadPool {
   // Current job.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
-  int64_t next_ = 0;  // next chunk start, under mu_
-  int busy_ = 0;      // workers still inside the current job
+  int64_t next_ = 0;     // next chunk start, under mu_
+  int64_t pending_ = 0;  // chunks handed out or not yet taken and not finished; 0 = job done
 };
 
 }  // namespace spk::cpu
