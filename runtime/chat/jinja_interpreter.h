@@ -15,6 +15,10 @@
 
 namespace spk::rt::jinja {
 
+// {% break %} / {% continue %} unwind to the enclosing for loop as exceptions, like the reference.
+struct BreakSignal {};
+struct ContinueSignal {};
+
 class Env {
  public:
   explicit Env(Env* parent = nullptr) : parent_(parent) {}
@@ -37,7 +41,7 @@ class Interpreter {
  public:
   explicit Interpreter(const RenderOptions& opt) : opt_(opt) {}
 
-  // Globals (namespace, raise_exception, range, strftime_now, true/false/none and title-case aliases).
+  // jinja_globals.cpp: namespace, raise_exception, range, strftime_now, true/false/none (+ True/False/None).
   void setup_globals(Env& env) const;
   std::string render(const Node& program, Env& env);
 
@@ -46,6 +50,12 @@ class Interpreter {
   // Positional values and keyword values (in source order) of a call's argument list.
   void eval_args(const std::vector<NodePtr>& args, Env& env, std::vector<Value>& pos,
                  std::vector<std::pair<std::string, Value>>& kw);
+
+  // jinja_statements.cpp: for / set / macro / call blocks
+  void exec_for(const Node& n, Env& env, std::string& out);
+  void exec_set(const Node& n, Env& env);
+  void exec_macro(const Node& n, Env& env);
+  void exec_call_block(const Node& n, Env& env, std::string& out);
 
   // jinja_filters.cpp
   Value apply_filter(const Value& operand, const Node& filter, Env& env);
@@ -58,10 +68,6 @@ class Interpreter {
   Value eval_binary(const Node& n, Env& env);
   Value eval_member(const Node& n, Env& env);
   Value eval_call(const Node& n, Env& env);
-  void exec_for(const Node& n, Env& env, std::string& out);
-  void exec_set(const Node& n, Env& env);
-  void exec_macro(const Node& n, Env& env);
-  void exec_call_block(const Node& n, Env& env, std::string& out);
   void bind_macro_args(const std::string& display, const Node& macro_or_block,
                        const std::vector<NodePtr>& params, std::vector<Value>& args, Env& scope);
 
