@@ -1,7 +1,7 @@
 // Parity with @huggingface/tokenizers (npm) on the real tokenizers of scripts/npm over the 1.36 MB
 // corpus (tests/data/tokenizer/corpus.txt): every id equal, decode equal to the reference's decode,
-// round trip equal to the input (NFC-normalized where the tokenizer normalizes). gpt-oss runs on
-// the first 256 KB. Each case runs the node reference into a temp dir first (~10-20 s per case).
+// round trip equal to the input (NFC-normalized where the tokenizer normalizes). Each case runs the
+// node reference into a temp dir first (~5-20 s per case on a busy 2-core machine).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -116,9 +116,27 @@ TEST_P(Parity, IdsAndDecodeMatchReference) {
   }
 }
 
+TEST(SpecialTokens, InTextBecomeTheirIdsAndTemplateAddsBos) {
+  auto qwen = Tokenizer::load(model_dir("qwen3"));
+  ASSERT_TRUE(qwen.ok()) << qwen.error().what();
+  int32_t im_start = (*qwen)->token_to_id("<|im_start|>");
+  ASSERT_GE(im_start, 0);
+  auto ids = (*qwen)->encode("<|im_start|>user\nhi<|im_end|>", true);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), im_start);
+  EXPECT_EQ(ids.back(), (*qwen)->token_to_id("<|im_end|>"));
+  EXPECT_TRUE((*qwen)->is_special(im_start));
+  EXPECT_EQ((*qwen)->decode(ids, true), "user\nhi");
+  auto llama = Tokenizer::load(model_dir("llama3_1"));
+  ASSERT_TRUE(llama.ok()) << llama.error().what();
+  auto with = (*llama)->encode("Hello", true), without = (*llama)->encode("Hello", false);
+  ASSERT_EQ(with.size(), without.size() + 1);
+  EXPECT_EQ(with.front(), (*llama)->token_to_id("<|begin_of_text|>"));
+}
+
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, Parity,
                          ::testing::Values(Case{"qwen3", 0, true}, Case{"llama3_1", 0, false},
-                                           Case{"deepseek_v3", 0, false}, Case{"gptoss", 256 * 1024, false}),
+                                           Case{"deepseek_v3", 0, false}, Case{"gptoss", 0, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
