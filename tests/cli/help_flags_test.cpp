@@ -6,11 +6,14 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -93,12 +96,12 @@ std::string sample_value(const std::string& type) {
 }
 
 struct Checked {
-  int flags = 0;
+  std::vector<std::string> jobs;  // argument lists that must parse (run with --help appended)
   std::set<std::string> verbs;
   std::vector<std::string> failures;
 };
 
-void check(const std::string& path, int depth, Checked& c) {
+void walk(const std::string& path, int depth, Checked& c) {
   auto help = run(path + " --help");
   if (help.code != 0) {
     c.failures.push_back("`sparkctl" + path + " --help` exited " + std::to_string(help.code) + ": " +
@@ -110,26 +113,43 @@ void check(const std::string& path, int depth, Checked& c) {
     for (const auto& name : f.names) {
       std::string args = path + " " + name;
       if (!f.type.empty()) args += " '" + sample_value(f.type) + "'";
-      auto r = run(args + " --help");
-      ++c.flags;
-      if (r.code != 0)
-        c.failures.push_back("`sparkctl" + args + " --help` exited " + std::to_string(r.code) + ": " + r.out);
+      c.jobs.push_back(args);
     }
   }
   if (depth >= 3) return;
   for (const auto& s : h.subcommands) {
     if (depth == 0) c.verbs.insert(s);
-    check(path + " " + s, depth + 1, c);
+    walk(path + " " + s, depth + 1, c);
   }
+}
+
+// Runs every job, 8 processes at a time (each is a process start; the walk has ~150 of them).
+void run_jobs(Checked& c) {
+  std::vector<std::string> fails(c.jobs.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 8; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < c.jobs.size(); i = next++) {
+        auto r = run(c.jobs[i] + " --help");
+        if (r.code != 0)
+          fails[i] = "`sparkctl" + c.jobs[i] + " --help` exited " + std::to_string(r.code) + ": " + r.out;
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (auto& f : fails)
+    if (!f.empty()) c.failures.push_back(f);
 }
 
 TEST(HelpFlags, EveryFlagShownInHelpParses) {
   Checked c;
-  check("", 0, c);
+  walk("", 0, c);
+  run_jobs(c);
+  std::cout << c.verbs.size() << " verbs, " << c.jobs.size() << " flag spellings parsed\n";
   for (const auto& f : c.failures) ADD_FAILURE() << f;
   // The walk itself must have found the verbs and the global flags, or it proved nothing.
   for (const char* v : {"recipe", "cluster", "plan", "up"}) EXPECT_TRUE(c.verbs.count(v)) << v;
-  EXPECT_GE(c.flags, 8) << "too few flags found in the help output";
+  EXPECT_GE(c.jobs.size(), 8u) << "too few flags found in the help output";
 }
 
 TEST(HelpFlags, HelpParserReadsCli11Layout) {
