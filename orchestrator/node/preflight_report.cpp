@@ -18,6 +18,7 @@ void append_preflight_rows(PreflightReport& report, const std::string& node,
     return fail("input", body.value("error", std::string("no checks in the answer")),
                 body.value("fix", std::string()));
   for (const auto& c : body["checks"]) {
+    if (!c.is_object()) continue;
     PreflightRow row{node, c.value("name", std::string("?")), c.value("status", std::string("fail")),
                      c.value("detail", std::string()), c.value("fix", std::string())};
     if (row.status == "fail") report.ok = false;
@@ -32,7 +33,13 @@ PreflightReport run_preflight_all(const std::vector<RemoteExec*>& nodes, const n
   std::vector<Result<NodeAnswer>> answers(nodes.size(), Result<NodeAnswer>(make_error("not run")));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < nodes.size(); ++i)
-    threads.emplace_back([&, i] { answers[i] = call_node(*nodes[i], NodeVerb::kPreflight, input, timeout); });
+    threads.emplace_back([&, i] {
+      try {
+        answers[i] = call_node(*nodes[i], NodeVerb::kPreflight, input, timeout);
+      } catch (const std::exception& e) {  // never std::terminate the head for one node's answer
+        answers[i] = make_error(nodes[i]->node() + ": preflight failed: " + e.what(), "");
+      }
+    });
   for (auto& t : threads) t.join();
   PreflightReport report;
   for (size_t i = 0; i < nodes.size(); ++i) append_preflight_rows(report, nodes[i]->node(), answers[i]);

@@ -64,9 +64,14 @@ Result<ExecReply> SshExec::run(NodeVerb verb, std::string_view input, std::chron
   const std::string what = name_ + ": `sparkctl node " + verb_name + "`";
 
   ChannelGuard g{ssh_channel_new(s)};
+  // ssh_free() frees the session's channels: forget ours first so that the guard does not free it twice.
+  auto drop = [&] {
+    g.ch = nullptr;
+    session_.reset();
+  };
   if (!g.ch || ssh_channel_open_session(g.ch) != SSH_OK) {
     std::string e = ssh_get_error(s);
-    session_.reset();  // a session that cannot open channels is dead: reconnect next time
+    drop();  // a session that cannot open channels is dead: reconnect next time
     return make_error(what + ": cannot open a channel: " + e, "check the node's sshd (MaxSessions?)", true);
   }
   if (ssh_channel_request_exec(g.ch, cmd.c_str()) != SSH_OK)
@@ -86,7 +91,7 @@ Result<ExecReply> SshExec::run(NodeVerb verb, std::string_view input, std::chron
   for (;;) {
     long left = ms_left(deadline);
     if (left <= 0) {
-      session_.reset();  // the remote verb may still run; dropping the session closes the channel hard
+      drop();  // the remote verb may still run; dropping the session closes the channel hard
       return make_error(what + " did not finish within " + std::to_string(timeout.count()) + " ms",
                         "raise the call timeout or look at the node's load", true);
     }
@@ -94,7 +99,7 @@ Result<ExecReply> SshExec::run(NodeVerb verb, std::string_view input, std::chron
                                      static_cast<int>(std::min<long>(left, 200)));
     if (n == SSH_ERROR) {
       std::string e = ssh_get_error(s);
-      session_.reset();
+      drop();
       return make_error(what + ": connection lost: " + e, "check the node and the network", true);
     }
     if (n > 0) reply.out.append(buf.data(), static_cast<size_t>(n));

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <random>
 
 #include "kernels/base/fs.h"
@@ -91,6 +92,25 @@ TEST_F(SshTransport, RemoteBinaryPathWithShellCharactersIsRefused) {
   EXPECT_NE(r.error().message.find("[A-Za-z0-9._+/-]"), std::string::npos) << r.error().what();
 }
 
+TEST_F(SshTransport, SlowVerbTimesOutRetryablyAndTheNextCallReconnects) {
+  auto t = cluster_->target(1, fresh_known_hosts(), true);
+  t.remote_binary = cluster_->node(1).root + "/bin/slow-sparkctl";
+  ASSERT_TRUE(write_file_atomic(t.remote_binary, "#!/bin/sh\nsleep 3\n", 0755).ok());
+  SshExec exec(t);
+  ASSERT_TRUE(exec.connect(5).ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = exec.run(NodeVerb::kFacts, "{}", 700ms);
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.error().retryable);
+  EXPECT_NE(r.error().message.find("700 ms"), std::string::npos) << r.error().what();
+  EXPECT_LT(took, 3s);
+  ASSERT_TRUE(write_file_atomic(t.remote_binary, "#!/bin/sh\necho '{\"ok\":true}'\n", 0755).ok());
+  auto a = call_node(exec, NodeVerb::kFacts, json::object(), 10s);
+  ASSERT_TRUE(a.ok()) << a.error().what();
+  EXPECT_EQ(a->body["ok"], true);
+}
+
 TEST_F(SshTransport, HostKeyUnknownRefusedThenAcceptedThenChangedIsHardError) {
   const std::string kh = fresh_known_hosts();
   auto fp = cluster_->host_fingerprint(2);
@@ -135,8 +155,11 @@ TEST_F(SshTransport, BinaryPushHappensOnceThenIsSkipped) {
   auto t = cluster_->target(0, fresh_known_hosts(), true);
   t.remote_binary = cluster_->node(0).root + "/pushed/bin/sparkctl";  // not there yet: exits 127
   SshExec exec(t);
+  auto t0 = std::chrono::steady_clock::now();
   auto first = ensure_node_binary(exec, SPARKCTL_BINARY);
+  const double push_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(first.ok()) << first.error().what();
+  std::cout << "push: " << first->bytes << " bytes in " << push_s << " s (hash, sftp, rename, re-hash)\n";
   EXPECT_TRUE(first->pushed);
   EXPECT_TRUE(first->hash_before.empty());
   EXPECT_GT(first->bytes, 0u);
@@ -147,7 +170,10 @@ TEST_F(SshTransport, BinaryPushHappensOnceThenIsSkipped) {
   EXPECT_EQ(first->hash, *local);
   EXPECT_EQ(fs::status(t.remote_binary).permissions() & fs::perms::owner_exec, fs::perms::owner_exec);
 
+  t0 = std::chrono::steady_clock::now();
   auto second = ensure_node_binary(exec, SPARKCTL_BINARY);
+  std::cout << "skip: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s (hash compare only)\n";
   ASSERT_TRUE(second.ok()) << second.error().what();
   EXPECT_FALSE(second->pushed);
   EXPECT_EQ(second->hash_before, *local);
