@@ -18,7 +18,7 @@ Result<std::shared_ptr<JinjaTemplate>> JinjaTemplate::compile(const std::string&
     return std::shared_ptr<JinjaTemplate>(new JinjaTemplate(std::move(program), name));
   } catch (const JinjaError& e) {
     return make_error(name + ":" + std::to_string(e.line) + ": " + e.what(),
-                      "fix the chat template, or pass a different one with --chat-template");
+                      "fix chat_template in tokenizer_config.json (or chat_template.jinja) at that line");
   }
 }
 
