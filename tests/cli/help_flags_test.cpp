@@ -173,6 +173,8 @@ TEST(HelpFlags, GlobalFlagsWorkOnARealVerb) {
   auto a = run("recipe list --json --log-level warn");  // globals after the verb too
   EXPECT_EQ(a.code, 0) << a.out;
   EXPECT_EQ(run("--log-level loud recipe list").code, 2);
+  // The walk's mechanism detects a rejected value even with --help last (what makes it able to fail).
+  EXPECT_EQ(run("--log-level loud recipe list --help").code, 2);
 }
 
 }  // namespace
