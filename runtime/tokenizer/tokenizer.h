@@ -32,7 +32,9 @@ class Tokenizer {
 };
 
 // Streaming detokenizer: feed ids one at a time, get the newly completed UTF-8 text (holds back bytes
-// of an incomplete multi-byte character until it completes).
+// of an incomplete multi-byte character until it completes). The concatenation of all chunks equals
+// decode(all ids) except for the clean_up_tokenization_spaces rewrite (" ." -> "."), which streaming
+// never applies (it needs lookahead; Llama 3.1's tokenizer_config turns it on for decode()).
 class IncrementalDecoder {
  public:
   IncrementalDecoder(std::shared_ptr<const Tokenizer> tok, bool skip_special_tokens);
@@ -42,8 +44,8 @@ class IncrementalDecoder {
  private:
   std::shared_ptr<const Tokenizer> tok_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t emitted_ = 0;  // bytes of decode(ids_) already returned
+  std::vector<int32_t> ids_;  // ids since the last point where every byte was returned
+  size_t emitted_ = 0;        // bytes of the raw decode of ids_ already returned
 };
 
 }  // namespace spk::rt
