@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -174,6 +175,7 @@ Status SshdCluster::start_node(SshdNode& n) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a crashed test must not leave sshd listening
     int fd = ::open(n.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     int devnull = ::open("/dev/null", O_RDONLY);
     ::dup2(devnull, 0);
@@ -275,6 +277,7 @@ Result<pid_t> spawn_fake_runtime(const std::string& fake_binary, const std::stri
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setsid();
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::execve(fake_binary.c_str(), argv, envp.data());
     ::_exit(127);
   }

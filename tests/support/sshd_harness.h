@@ -15,6 +15,7 @@
 //                               session sees it as $SPARKCTL_NODE_ROOT
 // One client key (<dir>/client_ed25519) is authorized on every node; sessions log in as the current user.
 // sshd runs as `/usr/sbin/sshd -D -e -f <config>` in its own session; stderr goes to node<i>/sshd.log.
+// sshd and fake runtimes get PR_SET_PDEATHSIG=SIGKILL, so even a crashed test leaves no listener behind.
 // Teardown (destructor) kills every sshd and all of its descendants (SIGKILL) and reaps them: no
 // process outlives the cluster. All of 127/8 is on lo on Linux, so no interface setup is needed.
 #pragma once
