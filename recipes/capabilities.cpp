@@ -9,6 +9,8 @@ Capabilities build_capabilities() {
 
 const char* feature_name(Feature f) {
   switch (f) {
+    case Feature::kv_cache_explicit:
+      return "kv_cache_explicit";
     case Feature::kv_cache_fp8:
       return "kv_cache_fp8";
     case Feature::kv_cache_4bit:
@@ -17,6 +19,8 @@ const char* feature_name(Feature f) {
       return "speculative_decoding";
     case Feature::multi_node:
       return "multi_node";
+    case Feature::tensor_parallel:
+      return "tensor_parallel";
   }
   return "?";
 }
@@ -36,6 +40,9 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
   if (kv.rfind("fp8", 0) == 0 && !caps.kv_cache_fp8)
     out.push_back({Feature::kv_cache_fp8, "kv_cache_dtype", kv, "fp8 KV cache pages are not implemented",
                    at("kv_cache_dtype")});
+  if ((kv == "bf16" || kv == "fp16" || kv == "fp32") && !caps.kv_cache_explicit)
+    out.push_back({Feature::kv_cache_explicit, "kv_cache_dtype", kv,
+                   "the runtime builds only kv_cache_dtype auto (the model dtype)", at("kv_cache_dtype")});
   if (r.draft && !caps.speculative_decoding)
     out.push_back({Feature::speculative_decoding, "draft.method", spec_method_name(r.draft->method),
                    std::string(spec_method_name(r.draft->method)) + " speculative decoding (k=" +
@@ -47,6 +54,9 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
                        " nodes: the multi-node launch (per-node fabric env, worker-first start) is not wired "
                        "into up yet",
                    at("nodes")});
+  if (r.tensor_parallel > 1 && !caps.tensor_parallel)
+    out.push_back({Feature::tensor_parallel, "tensor_parallel", std::to_string(r.tensor_parallel),
+                   "the runtime serves one rank only (--tensor-parallel-size 1)", at("tensor_parallel")});
   return out;
 }
 

@@ -12,16 +12,25 @@
 namespace spk {
 
 struct Capabilities {
+  bool kv_cache_explicit = false;     // a KV dtype other than auto (runtime serve: "only auto is built")
   bool kv_cache_fp8 = false;          // fp8 KV cache pages
   bool kv_cache_4bit = false;         // fp4 / nvfp4 KV cache pages
   bool speculative_decoding = false;  // any drafter (EAGLE-3, EAGLE, MTP, n-gram)
   bool multi_node = false;            // ranks on more than one node (needs the fabric module)
+  bool tensor_parallel = false;       // more than one rank (runtime serve: "only 1 is built")
 };
 
 // This binary's capabilities.
 Capabilities build_capabilities();
 
-enum class Feature { kv_cache_fp8, kv_cache_4bit, speculative_decoding, multi_node };
+enum class Feature {
+  kv_cache_explicit,
+  kv_cache_fp8,
+  kv_cache_4bit,
+  speculative_decoding,
+  multi_node,
+  tensor_parallel
+};
 const char* feature_name(Feature f);  // "kv_cache_4bit", ...
 
 struct Unhonoured {

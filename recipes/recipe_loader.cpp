@@ -45,6 +45,7 @@ constexpr std::string_view kArchs[] = {"qwen3", "qwen2", "llama", "mistral"};
 constexpr std::string_view kTokenizers[] = {"qwen3", "llama3_1", "deepseek_v3", "gptoss"};
 constexpr std::string_view kMethods[] = {"eagle3", "eagle", "mtp", "ngram"};
 constexpr std::string_view kBackends[] = {"cuda", "cpu"};
+constexpr std::string_view kPresets[] = {"tiny", "small", "8b"};  // `sparkctl dev synth-model --preset`
 
 std::string list_of(std::span<const std::string_view> xs) {
   std::string out;
@@ -185,13 +186,7 @@ class Loader {
     if (!y_.map(s, "model.synthetic", kSynthKeys)) return;
     SyntheticModel& out = r_.model.synthetic;
     if (auto v = choice(s, "arch", "model.synthetic", kArchs)) out.arch = *v;
-    if (auto v = y_.str(s, "preset", "model.synthetic")) {
-      if (is_name(*v))
-        out.preset = *v;
-      else
-        y_.error(at(s, "preset"), "model.synthetic.preset", "'" + *v + "' is not a preset name",
-                 "use a preset of `sparkctl dev synth-model`, like tiny");
-    }
+    if (auto v = choice(s, "preset", "model.synthetic", kPresets)) out.preset = *v;
     if (auto v = choice(s, "tokenizer", "model.synthetic", kTokenizers)) out.tokenizer = *v;
     if (auto v = y_.integer_in(s, "seed", "model.synthetic", 0, (int64_t{1} << 53), "use a seed in [0,2^53]"))
       out.seed = *v;

@@ -103,7 +103,7 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   auto p = build_plan(lane("lane-a"), sparks());
   ASSERT_TRUE(p.ok()) << p.error().what();
   EXPECT_FALSE(p->runnable());  // 4-bit KV, EAGLE-3, multi-node: not in this build
-  EXPECT_EQ(p->unhonoured.size(), 3u);
+  EXPECT_EQ(p->unhonoured.size(), 4u);
   EXPECT_EQ(kinds(*p),
             (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::stage_weights,
                                    StepKind::launch_worker, StepKind::launch_rank0, StepKind::wait_ready,

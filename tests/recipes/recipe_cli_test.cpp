@@ -60,7 +60,7 @@ TEST(RecipeCli, ValidateReportsNotHonouredButStaysZero) {
   ASSERT_EQ(j.code, 0);
   auto doc = nlohmann::json::parse(j.out);
   EXPECT_TRUE(doc["valid"].get<bool>());
-  EXPECT_EQ(doc["not_honoured"].get<int>(), 3);
+  EXPECT_EQ(doc["not_honoured"].get<int>(), 4);
 }
 
 TEST(RecipeCli, ShowPrintsResolvedDefaults) {

@@ -141,6 +141,19 @@ TEST(RecipeLoader, ModelSourcesAreExclusiveAndDraftMethodsChecked) {
   EXPECT_NE(dump(l).find("master_port: 29500 is also the serving port"), std::string::npos) << dump(l);
 }
 
+TEST(RecipeLoader, SyntheticModelChoicesMatchSynthModel) {
+  auto l = load_recipe(
+      "name: x\nbackend: cpu\ndevice_memory_gib: 1\nmodel: {synthetic: {arch: qwen4, preset: huge}}\n",
+      "x.yaml", "t");
+  EXPECT_NE(
+      dump(l).find(
+          "model.synthetic.arch: 'qwen4' is not one of qwen3|qwen2|llama|mistral (did you mean 'qwen3'?)"),
+      std::string::npos)
+      << dump(l);
+  EXPECT_NE(dump(l).find("model.synthetic.preset: 'huge' is not one of tiny|small|8b"), std::string::npos)
+      << dump(l);
+}
+
 TEST(RecipeLoader, CollectsAllErrorsNotJustTheFirst) {
   auto l =
       load_recipe("name: x\nmodel: {path: /m}\nblock_size: 3\nmax_num_seqs: 0\nbind: nowhere\nmistake: 1\n",
@@ -184,9 +197,10 @@ TEST(ShippedLanes, LaneAIsValidWithWarningsAndNotHonouredNotes) {
   EXPECT_TRUE(has_feature(r, Feature::kv_cache_4bit));
   EXPECT_TRUE(has_feature(r, Feature::speculative_decoding));
   EXPECT_TRUE(has_feature(r, Feature::multi_node));
-  EXPECT_EQ(count(l.diagnostics, Severity::not_honoured), 3) << warn;
+  EXPECT_TRUE(has_feature(r, Feature::tensor_parallel));
+  EXPECT_EQ(count(l.diagnostics, Severity::not_honoured), 4) << warn;
   // A build that has the features honours the same recipe.
-  EXPECT_TRUE(unhonoured(r, Capabilities{true, true, true, true}).empty());
+  EXPECT_TRUE(unhonoured(r, Capabilities{true, true, true, true, true, true}).empty());
 }
 
 TEST(ShippedLanes, LanesBAndCMirrorTheDeployment) {
