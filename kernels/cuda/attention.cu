@@ -1,6 +1,7 @@
 // Paged attention over a flattened varlen batch (decode tokens and prefill chunks alike).
 //
-// One block per (token, q head); its 4 warps split the visible keys and keep an online softmax each
+// One block per (token, q head); its 8 warps split the visible keys (4 in flight per warp, so the
+// dependent k-load -> dot -> reduce chain of one key overlaps the next) and keep an online softmax each
 // (running max m, sum l, weighted V acc), merged at the end through shared memory. A lane owns head
 // elements d = lane + 32 i, so the q.k dot is a per-lane FMA chain plus one warp reduction per key.
 // Cost per (token, head): reads ctx * D * 2 (K+V) bf16 values. At decode with short contexts this is
@@ -13,8 +14,9 @@
 namespace spk::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 8;
 constexpr int kMaxElems = 8;  // head_dim <= 256
+constexpr int kUnroll = 4;    // keys in flight per warp: their loads are independent
 
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const float* __restrict__ q, const bf16* __restrict__ k_cache,
@@ -38,25 +40,54 @@ __global__ void __launch_bounds__(kWarps * 32)
     acc[i] = 0.0f;
   }
   float m = -FLT_MAX, l = 0.0f;
-  for (int j = first + warp; j <= pos; j += kWarps) {
-    const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-    const bf16* kp = k_cache + (slot * hk + kvh) * d;
-    const bf16* vp = v_cache + (slot * hk + kvh) * d;
-    float dot = 0.0f;
+  // Warp w takes keys first + w*U + {0..U-1}, then strides by kWarps*U.
+  for (int j0 = first + warp * kUnroll; j0 <= pos; j0 += kWarps * kUnroll) {
+    const bf16* kp[kUnroll];
+    const bf16* vp[kUnroll];
+    float dot[kUnroll];
 #pragma unroll
-    for (int i = 0; i < kMaxElems; ++i) {
-      const int e = lane + 32 * i;
-      if (i < E && e < d) dot = fmaf(qr[i], __bfloat162float(kp[e]), dot);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = min(j0 + u, pos);  // out-of-range keys re-read the last one and are masked below
+      const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
+      kp[u] = k_cache + (slot * hk + kvh) * d;
+      vp[u] = v_cache + (slot * hk + kvh) * d;
+      dot[u] = 0.0f;
     }
-    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    const float m_new = fmaxf(m, dot);
-    const float corr = __expf(m - m_new);
-    const float p = __expf(dot - m_new);
-    l = l * corr + p;
 #pragma unroll
     for (int i = 0; i < kMaxElems; ++i) {
       const int e = lane + 32 * i;
-      if (i < E && e < d) acc[i] = acc[i] * corr + p * __bfloat162float(vp[e]);
+      if (i < E && e < d) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) dot[u] = fmaf(qr[i], __bfloat162float(kp[u][e]), dot[u]);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) dot[u] += __shfl_xor_sync(0xffffffffu, dot[u], o);
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (j0 + u > pos) dot[u] = -FLT_MAX;
+      m_new = fmaxf(m_new, dot[u]);
+    }
+    const float corr = __expf(m - m_new);
+    float p[kUnroll];
+    l *= corr;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      p[u] = j0 + u > pos ? 0.0f : __expf(dot[u] - m_new);
+      l += p[u];
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxElems; ++i) {
+      const int e = lane + 32 * i;
+      if (i < E && e < d) {
+        float a = acc[i] * corr;
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) a = fmaf(p[u], __bfloat162float(vp[u][e]), a);
+        acc[i] = a;
+      }
     }
     m = m_new;
   }

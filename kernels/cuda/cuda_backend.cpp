@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -47,6 +49,11 @@ class CudaBackend final : public Backend {
                std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0") {}
   ~CudaBackend() override {
     (void)queue_.flush(stream_);
+    if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1")
+      std::fprintf(stderr, "cuda backend: %llu eager flushes, %llu graph captures, %llu graph replays\n",
+                   static_cast<unsigned long long>(queue_.stats().eager_flushes),
+                   static_cast<unsigned long long>(queue_.stats().captures),
+                   static_cast<unsigned long long>(queue_.stats().replays));
     if (stream_) cudaStreamSynchronize(stream_);
     queue_.clear();
     gemm_.reset();
@@ -148,15 +155,27 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < n; ++i)
       if (table_off[i] < 0)
         return op_error("begin_step", "token row " + std::to_string(i) + " in no sequence");
+    // Query tiles for the prefill kernel: runs of <= 64 consecutive new tokens of one sequence.
+    std::vector<int32_t> tiles;
+    max_q_len_ = 0;
+    for (const SeqMeta& s : meta.seqs) {
+      max_q_len_ = std::max(max_q_len_, s.q_len);
+      for (int32_t r = 0; r < s.q_len; r += kPrefillTileQ) {
+        tiles.push_back(s.q_start + r);
+        tiles.push_back(std::min(kPrefillTileQ, s.q_len - r));
+      }
+    }
+    n_tiles_ = static_cast<int>(tiles.size() / 2);
     block_size_ = meta.block_size;
     n_tokens_ = static_cast<int>(n);
     SPK_TRY(ensure(positions_, n));
     SPK_TRY(ensure(slots_, n));
     SPK_TRY(ensure(table_off_, n));
     SPK_TRY(ensure(tables_, meta.block_tables.size()));
+    SPK_TRY(ensure(tiles_, tiles.size()));
     // Stage the four arrays in pinned memory, then one async copy each (the previous step's copies
     // must have left the staging buffer first).
-    const size_t words = 3 * n + meta.block_tables.size();
+    const size_t words = 3 * n + meta.block_tables.size() + tiles.size();
     SPK_CUDA_CHECK(cudaEventSynchronize(staged_));
     if (words > staging_words_) {
       if (staging_) cudaFreeHost(staging_);
@@ -176,6 +195,7 @@ class CudaBackend final : public Backend {
     SPK_TRY(stage(meta.slots.data(), n, slots_));
     SPK_TRY(stage(table_off.data(), n, table_off_));
     SPK_TRY(stage(meta.block_tables.data(), meta.block_tables.size(), tables_));
+    SPK_TRY(stage(tiles.data(), tiles.size(), tiles_));
     SPK_CUDA_CHECK(cudaEventRecord(staged_, stream_));
     return ok_status();
   }
@@ -363,7 +383,8 @@ class CudaBackend final : public Backend {
   GraphQueue queue_;
   std::unique_ptr<Gemm> gemm_;
   int gemm_tokens_ = 0, gemm_k_ = 0;
-  IntBuffer positions_, slots_, table_off_, tables_;
+  IntBuffer positions_, slots_, table_off_, tables_, tiles_;
+  int max_q_len_ = 0, n_tiles_ = 0;
   int32_t* staging_ = nullptr;
   size_t staging_words_ = 0;
   int block_size_ = 0;

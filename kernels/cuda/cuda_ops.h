@@ -65,6 +65,16 @@ Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
                        cudaStream_t s);
 
+// Tiled causal attention for prefill chunks (same semantics as paged_attention). tiles[i] = (first token
+// row, count <= 64) of consecutive tokens of one sequence; every token lies in exactly one tile.
+// head_dim 64 or 128 (prefill_attention_supports).
+inline constexpr int kPrefillTileQ = 64;
+bool prefill_attention_supports(int head_dim);
+Status prefill_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int2* tiles,
+                         int n_tiles, const int32_t* table_offset, const int32_t* positions,
+                         const int32_t* block_tables, int n_q_heads, int n_kv_heads, int head_dim,
+                         int block_size, int window, float scale, float* out, cudaStream_t s);
+
 // ids[b] = argmax_v logits[b, v] (ties to the lowest id)
 Status argmax(const float* logits, int batch, int vocab, int32_t* ids, cudaStream_t s);
 

@@ -117,6 +117,83 @@ int main(int argc, char** argv) {
         "  batch %d: GEMVs %.0f us/token-step -> %.0f steps/s (roofline %.0f steps/s at copy bandwidth)\n", b,
         token_us[b], 1e6 / token_us[b], copy_bw * 1e9 / token_bytes);
 
+  // Attention at the 8B shape (32 q heads, 8 kv heads, head_dim 128, block 16): decode (one token per
+  // sequence at context C) and prefill (one sequence of T tokens, causal), both kernels.
+  {
+    const int hq = 32, hk = 8, d = 128, bs = 16, maxT = 8192;
+    const int nblocks = maxT / bs * 2;
+    bf16 *kc, *vc;
+    float *q, *o;
+    int32_t *pos, *toff, *tab;
+    int2* tiles;
+    CK(cudaMalloc(&kc, size_t(nblocks) * bs * hk * d * 2));
+    CK(cudaMalloc(&vc, size_t(nblocks) * bs * hk * d * 2));
+    fill(kc, size_t(nblocks) * bs * hk * d * 2);
+    fill(vc, size_t(nblocks) * bs * hk * d * 2);
+    CK(cudaMalloc(&q, size_t(maxT) * hq * d * 4));
+    CK(cudaMalloc(&o, size_t(maxT) * hq * d * 4));
+    CK(cudaMemset(q, 0, size_t(maxT) * hq * d * 4));
+    CK(cudaMalloc(&pos, maxT * 4));
+    CK(cudaMalloc(&toff, maxT * 4));
+    CK(cudaMalloc(&tab, nblocks * 4));
+    CK(cudaMalloc(&tiles, maxT * 8));
+    std::vector<int32_t> htab(nblocks);
+    for (int i = 0; i < nblocks; ++i) htab[i] = (i * 7) % nblocks;
+    CK(cudaMemcpy(tab, htab.data(), nblocks * 4, cudaMemcpyHostToDevice));
+    std::printf("\n%-34s %10s\n", "attention (32q/8kv heads, d128)", "us");
+    for (int B : {1, 32}) {
+      for (int C : {256, 4096}) {
+        std::vector<int32_t> hp(B, C - 1), ho(B, 0);
+        CK(cudaMemcpy(pos, hp.data(), B * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(toff, ho.data(), B * 4, cudaMemcpyHostToDevice));
+        for (int i = 0; i < 3; ++i)
+          (void)spk::cuda::paged_attention(q, kc, vc, toff, pos, tab, B, hq, hk, d, bs, 0, 0.088f, o,
+                                           nullptr);
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < 20; ++i)
+          (void)spk::cuda::paged_attention(q, kc, vc, toff, pos, tab, B, hq, hk, d, bs, 0, 0.088f, o,
+                                           nullptr);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaGetLastError());
+        std::printf("decode  batch %2d context %5d       %10.1f\n", B, C, time_ms(e0, e1) * 1e3 / 20);
+      }
+    }
+    for (int T : {1024, 8192}) {
+      std::vector<int32_t> hp(T), ho(T, 0), ht;
+      for (int i = 0; i < T; ++i) hp[i] = i;
+      for (int r = 0; r < T; r += 64) {
+        ht.push_back(r);
+        ht.push_back(64);
+      }
+      CK(cudaMemcpy(pos, hp.data(), T * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(toff, ho.data(), T * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(tiles, ht.data(), ht.size() * 4, cudaMemcpyHostToDevice));
+      for (int k = 0; k < 2; ++k) {
+        auto launch = [&] {
+          return k == 0 ? spk::cuda::prefill_attention(q, kc, vc, tiles, int(ht.size() / 2), toff, pos, tab,
+                                                       hq, hk, d, bs, 0, 0.088f, o, nullptr)
+                        : spk::cuda::paged_attention(q, kc, vc, toff, pos, tab, T, hq, hk, d, bs, 0, 0.088f,
+                                                     o, nullptr);
+        };
+        (void)launch();
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < 3; ++i) (void)launch();
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaGetLastError());
+        const double us = time_ms(e0, e1) * 1e3 / 3;
+        const double flop = 4.0 * d * hq * (double(T) * (T + 1) / 2);
+        std::printf("prefill %5d tokens (%s) %10.1f  (%.1f TFLOP/s)\n", T, k == 0 ? "tiled   " : "per-tok ",
+                    us, flop / (us * 1e-6) / 1e12);
+      }
+    }
+    CK(cudaFree(kc));
+    CK(cudaFree(vc));
+    CK(cudaFree(q));
+    CK(cudaFree(o));
+  }
+
   // GEMM at prefill sizes (cuBLASLt bf16, fp32 out).
   auto g = spk::cuda::Gemm::create(8192, 14336);
   if (!g.ok()) {

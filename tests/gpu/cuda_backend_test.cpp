@@ -72,9 +72,10 @@ void run_ops(Backend& be, const Layer& L, const std::vector<uint16_t>& emb, cons
   ASSERT_OK(be.upload(rows, last_rows.data(), last_rows.size() * 4));
   ASSERT_OK(be.embedding(E, tid, resid));
   ASSERT_OK(be.rmsnorm(resid, nw, 1e-6f, h));
-  ASSERT_OK(be.linear(h, Q, &qb, q));
-  ASSERT_OK(be.linear(h, K, nullptr, k));
-  ASSERT_OK(be.linear(h, V, nullptr, v));
+  Tensor q2 = q.reshape({n, L.hq * L.hd}), k2 = k.reshape({n, L.hk * L.hd}), v2 = v.reshape({n, L.hk * L.hd});
+  ASSERT_OK(be.linear(h, Q, &qb, q2));
+  ASSERT_OK(be.linear(h, K, nullptr, k2));
+  ASSERT_OK(be.linear(h, V, nullptr, v2));
   ASSERT_OK(be.rope(q, k, invf));
   ASSERT_OK(be.kv_write(k, v, kc, vc));
   ASSERT_OK(be.attention(q, kc, vc, spk::AttnParams{1.0f / 4.0f, 0}, att));
