@@ -22,12 +22,18 @@ __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const float* __restrict__ q, const bf16* __restrict__ k_cache,
                            const bf16* __restrict__ v_cache, const int32_t* __restrict__ table_offset,
                            const int32_t* __restrict__ positions, const int32_t* __restrict__ block_tables,
-                           int hq, int hk, int d, int bs, int window, float scale, float* __restrict__ out) {
+                           int hq, int hk, int d, int bs, int window, float scale, float* __restrict__ out,
+                           float* __restrict__ partial) {
   const int t = blockIdx.x, h = blockIdx.y;
+  const int split = blockIdx.z, n_splits = gridDim.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kvh = h / (hq / hk);
   const int pos = positions[t];
-  const int first = window > 0 ? max(0, pos - window + 1) : 0;
+  const int visible_first = window > 0 ? max(0, pos - window + 1) : 0;
+  // Split-KV: this block takes the split-th contiguous share of the visible keys.
+  const int chunk = (pos - visible_first + n_splits) / n_splits;
+  const int first = visible_first + split * chunk;
+  const int last = min(pos, first + chunk - 1);
   const int32_t* table = block_tables + table_offset[t];
   const int E = (d + 31) / 32;
 
@@ -41,13 +47,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   float m = -FLT_MAX, l = 0.0f;
   // Warp w takes keys first + w*U + {0..U-1}, then strides by kWarps*U.
-  for (int j0 = first + warp * kUnroll; j0 <= pos; j0 += kWarps * kUnroll) {
+  for (int j0 = first + warp * kUnroll; j0 <= last; j0 += kWarps * kUnroll) {
     const bf16* kp[kUnroll];
     const bf16* vp[kUnroll];
     float dot[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int j = min(j0 + u, pos);  // out-of-range keys re-read the last one and are masked below
+      const int j = min(j0 + u, last);  // out-of-range keys re-read the last one and are masked below
       const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
       kp[u] = k_cache + (slot * hk + kvh) * d;
       vp[u] = v_cache + (slot * hk + kvh) * d;
@@ -68,7 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float m_new = m;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      if (j0 + u > pos) dot[u] = -FLT_MAX;
+      if (j0 + u > last) dot[u] = -FLT_MAX;
       m_new = fmaxf(m_new, dot[u]);
     }
     const float corr = __expf(m - m_new);
@@ -76,7 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     l *= corr;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      p[u] = j0 + u > pos ? 0.0f : __expf(dot[u] - m_new);
+      p[u] = j0 + u > last ? 0.0f : __expf(dot[u] - m_new);
       l += p[u];
     }
 #pragma unroll
@@ -105,12 +111,47 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sm[w]);
   float L = 0.0f;
   for (int w = 0; w < kWarps; ++w) L += sl[w] > 0.0f ? sl[w] * __expf(sm[w] - M) : 0.0f;
-  float* op = out + (static_cast<int64_t>(t) * hq + h) * d;
+  if (n_splits == 1) {
+    float* op = out + (static_cast<int64_t>(t) * hq + h) * d;
+    for (int e = threadIdx.x; e < d; e += blockDim.x) {
+      float v = 0.0f;
+      for (int w = 0; w < kWarps; ++w)
+        if (sl[w] > 0.0f) v += sacc[w][e] * __expf(sm[w] - M);
+      op[e] = v / L;
+    }
+    return;
+  }
+  // Partial result of this split: [M, L, unnormalised acc[d]], merged by combine_splits_kernel.
+  float* pp = partial + ((static_cast<int64_t>(t) * hq + h) * n_splits + split) * (d + 2);
+  if (threadIdx.x == 0) {
+    pp[0] = M;
+    pp[1] = L;
+  }
   for (int e = threadIdx.x; e < d; e += blockDim.x) {
     float v = 0.0f;
     for (int w = 0; w < kWarps; ++w)
       if (sl[w] > 0.0f) v += sacc[w][e] * __expf(sm[w] - M);
-    op[e] = v / L;
+    pp[2 + e] = v;
+  }
+}
+
+__global__ void combine_splits_kernel(const float* __restrict__ partial, int n_splits, int d,
+                                      float* __restrict__ out) {
+  const int64_t th = blockIdx.x;  // token * hq + head
+  const float* pp = partial + th * n_splits * (d + 2);
+  float M = -FLT_MAX;
+  for (int s = 0; s < n_splits; ++s)
+    if (pp[s * (d + 2) + 1] > 0.0f) M = fmaxf(M, pp[s * (d + 2)]);
+  float L = 0.0f;
+  for (int s = 0; s < n_splits; ++s) {
+    const float l = pp[s * (d + 2) + 1];
+    if (l > 0.0f) L += l * __expf(pp[s * (d + 2)] - M);
+  }
+  for (int e = threadIdx.x; e < d; e += blockDim.x) {
+    float v = 0.0f;
+    for (int s = 0; s < n_splits; ++s)
+      if (pp[s * (d + 2) + 1] > 0.0f) v += pp[s * (d + 2) + 2 + e] * __expf(pp[s * (d + 2)] - M);
+    out[th * d + e] = v / L;
   }
 }
 
@@ -119,18 +160,24 @@ __global__ void __launch_bounds__(kWarps * 32)
 Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
                        const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
-                       cudaStream_t s) {
+                       cudaStream_t s, int n_splits, float* partial) {
+  if (n_splits < 1 || (n_splits > 1 && partial == nullptr))
+    return make_error("paged_attention: " + std::to_string(n_splits) + " splits need a partial buffer");
   if (head_dim > 32 * kMaxElems)
     return make_error("paged_attention: head_dim " + std::to_string(head_dim) + " > 256 is not supported");
   if (n_q_heads % n_kv_heads != 0)
     return make_error("paged_attention: " + std::to_string(n_q_heads) + " q heads not a multiple of " +
                       std::to_string(n_kv_heads) + " kv heads");
   if (n_tokens == 0) return ok_status();
-  dim3 grid(n_tokens, n_q_heads);
+  dim3 grid(n_tokens, n_q_heads, n_splits);
   paged_attention_kernel<<<grid, kWarps * 32, 0, s>>>(q, k_cache, v_cache, table_offset, positions,
                                                       block_tables, n_q_heads, n_kv_heads, head_dim,
-                                                      block_size, window, scale, out);
+                                                      block_size, window, scale, out, partial);
   SPK_CUDA_LAUNCH_CHECK();
+  if (n_splits > 1) {
+    combine_splits_kernel<<<n_tokens * n_q_heads, 128, 0, s>>>(partial, n_splits, head_dim, out);
+    SPK_CUDA_LAUNCH_CHECK();
+  }
   return ok_status();
 }
 

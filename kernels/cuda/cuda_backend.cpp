@@ -16,6 +16,12 @@
 namespace spk::cuda {
 namespace {
 
+// Steps of more tokens than this (prefill chunks) are never captured as graphs.
+constexpr int kMaxGraphTokens = 512;
+// Split-KV for decode steps of up to kMaxSplitTokens tokens: kSplits blocks per (token, head).
+constexpr int kSplits = 8;
+constexpr int kMaxSplitTokens = 8;  // at batch 32+ the heads alone fill the SMs (measured: splitting there cost 25%)
+
 uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
@@ -48,7 +54,7 @@ class CudaBackend final : public Backend {
       : queue_(std::getenv("SPARKCTL_CUDA_GRAPHS") == nullptr ||
                std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0") {}
   ~CudaBackend() override {
-    (void)queue_.flush(stream_);
+    (void)queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
     if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1")
       std::fprintf(stderr, "cuda backend: %llu eager flushes, %llu graph captures, %llu graph replays\n",
                    static_cast<unsigned long long>(queue_.stats().eager_flushes),
@@ -113,7 +119,7 @@ class CudaBackend final : public Backend {
   Status upload(const Tensor& dst, const void* host, size_t bytes) override {
     if (bytes > dst.nbytes())
       return op_error("upload", std::to_string(bytes) + " bytes into " + describe(dst));
-    SPK_TRY(queue_.flush(stream_));
+    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
     SPK_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, bytes, cudaMemcpyHostToDevice, stream_));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `host` may be reused by the caller right away
     return ok_status();
@@ -122,20 +128,20 @@ class CudaBackend final : public Backend {
   Status download(const Tensor& src, void* host, size_t bytes) override {
     if (bytes > src.nbytes())
       return op_error("download", std::to_string(bytes) + " bytes from " + describe(src));
-    SPK_TRY(queue_.flush(stream_));
+    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
     SPK_CUDA_CHECK(cudaMemcpyAsync(host, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ok_status();
   }
 
   Status synchronize() override {
-    SPK_TRY(queue_.flush(stream_));
+    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ok_status();
   }
 
   Status begin_step(const StepMeta& meta) override {
-    SPK_TRY(queue_.flush(stream_));
+    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
     if (meta.block_size <= 0) return op_error("begin_step", "block_size " + std::to_string(meta.block_size));
     const size_t n = meta.positions.size();
     if (meta.slots.size() != n) return op_error("begin_step", "slots and positions differ in length");
@@ -303,12 +309,54 @@ class CudaBackend final : public Backend {
     const float scale = params.scale;
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, 4);
+    // Long prefill chunks take the tiled kernel (every query re-reads every key: tile them through
+    // shared memory); decode tokens and short chunks the per-token kernel.
+    const bool tiled = max_q_len_ >= 16 && prefill_attention_supports(d);
+    // Small decode batches spread each head over kSplits blocks (split-KV), else one block per head
+    // leaves most SMs idle at long contexts.
+    const int splits = !tiled && n <= kMaxSplitTokens ? kSplits : 1;
+    if (splits > 1) {
+      const size_t need = static_cast<size_t>(n) * hq * splits * (d + 2);
+      if (need > partial_elems_) {
+        SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+        SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        Status st;
+        partial_ = device_alloc(need * 4, &st);
+        SPK_TRY(st);
+        partial_elems_ = need;
+        ++gen_;
+        queue_.clear();
+      }
+    }
+    float* part = static_cast<float*>(partial_.get());
+    const auto* tl = reinterpret_cast<const int2*>(tiles_.get());
+    const int nt = n_tiles_;
     queue_.push(
         [=](cudaStream_t s) {
-          return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s);
+          if (tiled)
+            return prefill_attention(qp, kc, vc, tl, nt, to, pos, tab, hq, hk, d, bs, win, scale, op, s);
+          return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part);
         },
-        {6, u(qp), u(kc), u(vc), u(op), u(to), u(pos), u(tab), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)),
-         u(int64_t(d)), u(int64_t(bs)), u(int64_t(win)), scale_bits, gen_});
+        {6,
+         u(qp),
+         u(kc),
+         u(vc),
+         u(op),
+         u(to),
+         u(pos),
+         u(tab),
+         u(int64_t(n)),
+         u(int64_t(hq)),
+         u(int64_t(hk)),
+         u(int64_t(d)),
+         u(int64_t(bs)),
+         u(int64_t(win)),
+         scale_bits,
+         u(tl),
+         u(int64_t(tiled ? nt : -1)),
+         u(int64_t(splits)),
+         u(part),
+         gen_});
     return ok_status();
   }
 
@@ -366,7 +414,7 @@ class CudaBackend final : public Backend {
 
   Status ensure_gemm(int M, int K) {
     if (gemm_ && M <= gemm_tokens_ && K <= gemm_k_) return ok_status();
-    SPK_TRY(queue_.flush(stream_));
+    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     gemm_tokens_ = std::max(M, gemm_tokens_);
     gemm_k_ = std::max(K, gemm_k_);
@@ -385,6 +433,8 @@ class CudaBackend final : public Backend {
   int gemm_tokens_ = 0, gemm_k_ = 0;
   IntBuffer positions_, slots_, table_off_, tables_, tiles_;
   int max_q_len_ = 0, n_tiles_ = 0;
+  std::shared_ptr<void> partial_;  // split-KV partials
+  size_t partial_elems_ = 0;
   int32_t* staging_ = nullptr;
   size_t staging_words_ = 0;
   int block_size_ = 0;

@@ -63,7 +63,11 @@ Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positio
 Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
                        const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
-                       cudaStream_t s);
+                       cudaStream_t s, int n_splits = 1, float* partial = nullptr);
+// Split-KV: with n_splits > 1 each (token, head) is spread over n_splits blocks, each taking a contiguous
+// share of the visible keys, and a second kernel merges their softmax partials. `partial` holds
+// n_tokens * n_q_heads * n_splits * (head_dim + 2) floats. Long contexts at small batch need this: one
+// block per head leaves most of the 132 SMs idle.
 
 // Tiled causal attention for prefill chunks (same semantics as paged_attention). tiles[i] = (first token
 // row, count <= 64) of consecutive tokens of one sequence; every token lies in exactly one tile.

@@ -58,10 +58,10 @@ Status GraphQueue::capture(cudaStream_t s, Entry& e) {
   return ok_status();
 }
 
-Status GraphQueue::flush(cudaStream_t s) {
+Status GraphQueue::flush(cudaStream_t s, bool allow_graph) {
   if (ops_.empty()) return ok_status();
   Status st = ok_status();
-  if (!enabled_ || ops_.size() < kMinOpsForGraph) {
+  if (!enabled_ || !allow_graph || ops_.size() < kMinOpsForGraph) {
     st = run_eager(s);
     ++stats_.eager_flushes;
   } else {

@@ -32,8 +32,9 @@ class GraphQueue {
 
   void push(Op op, std::initializer_list<uint64_t> fingerprint);
   [[nodiscard]] bool empty() const { return ops_.empty(); }
-  // Runs everything queued, in order, on `s` (graph replay when possible).
-  Status flush(cudaStream_t s);
+  // Runs everything queued, in order, on `s` (graph replay when possible and `allow_graph`: large
+  // prefill steps run eagerly, since their shapes rarely repeat and capture would only add latency).
+  Status flush(cudaStream_t s, bool allow_graph = true);
   // Forget every captured graph (e.g. after the backend reallocated an internal buffer).
   void clear();
 

@@ -23,7 +23,7 @@ using spk::Tensor;
   } while (0)
 
 struct Layer {
-  int vocab = 989, hidden = 64, hq = 4, hk = 2, hd = 16, inter = 111, block = 16, nblocks = 12;
+  int vocab = 989, hidden = 64, hq = 4, hk = 2, hd = 64, inter = 111, block = 16, nblocks = 12;
 };
 
 std::vector<uint16_t> bf16_of(const std::vector<float>& v) {
@@ -101,7 +101,7 @@ TEST(CudaBackend, MatchesCpuBackendThroughGraphReplays) {
   ASSERT_TRUE(gpu.ok()) << gpu.error().what();
   const uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.5f);
+  std::normal_distribution<float> nd(0.0f, 0.1f);  // LLM-like scales; bf16 KV is the only intended difference
   Layer L;
   auto rnd = [&](size_t n) {
     std::vector<float> v(n);
@@ -117,20 +117,24 @@ TEST(CudaBackend, MatchesCpuBackendThroughGraphReplays) {
   auto cvc = (*cpu)->alloc(DType::f32, {L.nblocks, L.block, L.hk, L.hd});
   auto gkc = (*gpu)->alloc(DType::bf16, {L.nblocks, L.block, L.hk, L.hd});
   auto gvc = (*gpu)->alloc(DType::bf16, {L.nblocks, L.block, L.hk, L.hd});
-  for (int iter = 0; iter < 4; ++iter) {
-    // Decode-like step, same shape every iteration: 3 sequences, 1 new token each, growing contexts.
+  for (int iter = 0; iter < 5; ++iter) {
+    // iter 0: a prefill step (all context new; q_len 40 > 16 takes the tiled kernel); then decode-like
+    // steps of the same shape every iteration: 3 sequences, 1 new token each, growing contexts.
     spk::StepMeta meta;
     meta.block_size = L.block;
-    const int ctx[3] = {5 + iter, 19 + iter, 33 + iter};
-    meta.block_tables = {7, 3, 0, 0, 11, 2, 9, 0, 1, 4, 5, 0};
+    const int ctx[3] = {5 + iter, 40 + iter, 33 + iter};
+    meta.block_tables = {7, 3, 0, 0, 11, 2, 9, 6, 1, 4, 5, 8};
     std::vector<int32_t> ids, last;
+    int row = 0;
     for (int s = 0; s < 3; ++s) {
-      meta.seqs.push_back({s, 1, ctx[s], 4 * s});
-      const int p = ctx[s] - 1;
-      meta.positions.push_back(p);
-      meta.slots.push_back(meta.block_tables[4 * s + p / L.block] * L.block + p % L.block);
-      ids.push_back(int32_t(rng() % L.vocab));
-      last.push_back(s);
+      const int q_len = iter == 0 ? ctx[s] : 1;
+      meta.seqs.push_back({row, q_len, ctx[s], 4 * s});
+      for (int p = ctx[s] - q_len; p < ctx[s]; ++p, ++row) {
+        meta.positions.push_back(p);
+        meta.slots.push_back(meta.block_tables[4 * s + p / L.block] * L.block + p % L.block);
+        ids.push_back(int32_t(rng() % L.vocab));
+      }
+      last.push_back(row - 1);
     }
     std::vector<float> a, b;
     run_ops(**cpu, L, emb, wq, wk, wv, wo, wg, nw, qb, meta, ids, last, *ckc, *cvc, a);

@@ -310,6 +310,30 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
       }
       EXPECT_LT(rel_err(host(dout), ref), 2e-3)
           << "seed=" << seed << " head_dim=" << head_dim << " window=" << window;
+      {  // split-KV: 5 splits (some empty for short contexts), merged by the combine kernel
+        DeviceBuffer<float> part;
+        ASSERT_OK(part.alloc(size_t(T) * hq * 5 * (head_dim + 2)));
+        ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
+        ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(), dtab.get(),
+                                             T, hq, hk, head_dim, bs, window, scale, dout.get(), nullptr, 5,
+                                             part.get()));
+        EXPECT_LT(rel_err(host(dout), ref), 2e-3) << "split-KV, seed=" << seed << " head_dim=" << head_dim;
+      }
+      if (spk::cuda::prefill_attention_supports(head_dim)) {  // the tiled prefill kernel, same reference
+        std::vector<int32_t> tiles;
+        for (int s = 0, t0 = 0; s < 2; t0 += lens[s], ++s)
+          for (int r = 0; r < lens[s]; r += spk::cuda::kPrefillTileQ) {
+            tiles.push_back(t0 + r);
+            tiles.push_back(std::min(spk::cuda::kPrefillTileQ, lens[s] - r));
+          }
+        auto dtiles = dev(tiles);
+        ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
+        ASSERT_OK(spk::cuda::prefill_attention(
+            dq.get(), kc.get(), vc.get(), reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2),
+            dseq.get(), dpos.get(), dtab.get(), hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
+        EXPECT_LT(rel_err(host(dout), ref), 2e-3)
+            << "prefill kernel, seed=" << seed << " head_dim=" << head_dim << " window=" << window;
+      }
     }
 }
 
