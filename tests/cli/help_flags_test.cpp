@@ -16,23 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/run_binary.h"
+
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
+using spk::test::Run;
 
 Run run(const std::string& args) {
-  std::string cmd = std::string("SPARKCTL_STATE_DIR=/tmp/spk-help-state ") + SPARKCTL_BINARY + " " + args +
-                    " 2>&1 </dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return spk::test::run_sparkctl(args, "SPARKCTL_STATE_DIR=/tmp/spk-help-state ");
 }
 
 struct Flag {

@@ -7,23 +7,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/support/run_binary.h"
+
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
+using spk::test::Run;
 
 Run run(const std::string& args, bool merge_stderr = true) {
-  std::string cmd = std::string("SPARKCTL_STATE_DIR=/nonexistent-spk-state ") + SPARKCTL_BINARY + " " + args +
-                    (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return spk::test::run_sparkctl(args, "SPARKCTL_STATE_DIR=/nonexistent-spk-state ", merge_stderr);
 }
 
 const std::string kFix = RECIPES_FIXTURES;
