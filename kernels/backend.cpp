@@ -39,6 +39,45 @@ std::string describe(const Tensor& t) {
   return s + "] " + std::string(dtype_name(t.dtype));
 }
 
+namespace {
+Error step_error(std::string_view op, const std::string& what) {
+  return make_error(std::string(op) + ": " + what, "this is a caller bug in the model graph: report it");
+}
+}  // namespace
+
+Result<std::vector<int32_t>> check_step_meta(const StepMeta& meta) {
+  if (meta.block_size <= 0) return step_error("begin_step", "block_size " + std::to_string(meta.block_size));
+  if (meta.slots.size() != meta.positions.size())
+    return step_error("begin_step", std::to_string(meta.slots.size()) + " slots for " +
+                                        std::to_string(meta.positions.size()) + " positions");
+  std::vector<int32_t> token_seq(meta.positions.size(), -1);
+  for (size_t s = 0; s < meta.seqs.size(); ++s) {
+    const SeqMeta& q = meta.seqs[s];
+    const int64_t nblocks = (static_cast<int64_t>(q.ctx_len) + meta.block_size - 1) / meta.block_size;
+    const std::string which = "sequence " + std::to_string(s);
+    if (q.q_len < 0 || q.q_len > q.ctx_len || q.q_start < 0 ||
+        static_cast<size_t>(q.q_start) + q.q_len > meta.positions.size())
+      return step_error("begin_step", which + ": q_start " + std::to_string(q.q_start) + ", q_len " +
+                                          std::to_string(q.q_len) + ", ctx_len " + std::to_string(q.ctx_len) +
+                                          " do not fit " + std::to_string(meta.positions.size()) + " tokens");
+    if (q.bt_offset < 0 || static_cast<size_t>(q.bt_offset) + nblocks > meta.block_tables.size())
+      return step_error("begin_step", which + ": block table shorter than ceil(ctx_len / block_size) = " +
+                                          std::to_string(nblocks));
+    for (int32_t i = q.q_start; i < q.q_start + q.q_len; ++i) {
+      if (token_seq[i] != -1)
+        return step_error("begin_step", "token row " + std::to_string(i) + " in two sequences");
+      if (meta.positions[i] < 0 || meta.positions[i] >= q.ctx_len)
+        return step_error("begin_step", which + ": position " + std::to_string(meta.positions[i]) +
+                                            " outside ctx_len " + std::to_string(q.ctx_len));
+      token_seq[i] = static_cast<int32_t>(s);
+    }
+  }
+  for (size_t i = 0; i < token_seq.size(); ++i)
+    if (token_seq[i] < 0)
+      return step_error("begin_step", "token row " + std::to_string(i) + " in no sequence");
+  return token_seq;
+}
+
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {
   if (opts.name == "cpu") return std::unique_ptr<Backend>(cpu::make_cpu_backend(opts.threads));
   if (opts.name == "cuda") {

@@ -70,6 +70,12 @@ struct StepMeta {
   std::vector<int32_t> block_tables;  // all sequences' tables, flattened
 };
 
+// Checks a step's metadata against the contract above (slots per position, every new token in exactly
+// one sequence, positions inside ctx_len, block tables long enough) and returns, per new token, the
+// index of its sequence in meta.seqs. Errors name the sequence or token row and the bad value. Every
+// backend's begin_step calls it.
+Result<std::vector<int32_t>> check_step_meta(const StepMeta& meta);
+
 struct AttnParams {
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
   int sliding_window = 0;  // 0 = full; else key j is visible to query at position p iff p - j < window

@@ -71,33 +71,7 @@ Status CpuBackend::download(const Tensor& src, void* host, size_t bytes) {
 
 Status CpuBackend::begin_step(const StepMeta& meta) {
   have_step_ = false;
-  if (meta.block_size <= 0) return shape_error("begin_step", "block_size " + std::to_string(meta.block_size));
-  if (meta.slots.size() != meta.positions.size())
-    return shape_error("begin_step", std::to_string(meta.slots.size()) + " slots for " +
-                                         std::to_string(meta.positions.size()) + " positions");
-  token_seq_.assign(meta.positions.size(), -1);
-  for (size_t s = 0; s < meta.seqs.size(); ++s) {
-    const SeqMeta& q = meta.seqs[s];
-    const int64_t nblocks = (static_cast<int64_t>(q.ctx_len) + meta.block_size - 1) / meta.block_size;
-    const std::string which = "sequence " + std::to_string(s);
-    if (q.q_len < 0 || q.q_len > q.ctx_len || q.q_start < 0 ||
-        static_cast<size_t>(q.q_start) + q.q_len > meta.positions.size())
-      return shape_error("begin_step", which + ": q_start " + std::to_string(q.q_start) + ", q_len " +
-                                           std::to_string(q.q_len) + ", ctx_len " +
-                                           std::to_string(q.ctx_len) + " do not fit " +
-                                           std::to_string(meta.positions.size()) + " tokens");
-    if (q.bt_offset < 0 || static_cast<size_t>(q.bt_offset) + nblocks > meta.block_tables.size())
-      return shape_error("begin_step", which + ": block table shorter than ceil(ctx_len / block_size) = " +
-                                           std::to_string(nblocks));
-    for (int32_t i = q.q_start; i < q.q_start + q.q_len; ++i) {
-      if (token_seq_[i] != -1)
-        return shape_error("begin_step", "token row " + std::to_string(i) + " in two sequences");
-      if (meta.positions[i] < 0 || meta.positions[i] >= q.ctx_len)
-        return shape_error("begin_step", which + ": position " + std::to_string(meta.positions[i]) +
-                                             " outside ctx_len " + std::to_string(q.ctx_len));
-      token_seq_[i] = static_cast<int32_t>(s);
-    }
-  }
+  SPK_ASSIGN(token_seq_, check_step_meta(meta));
   step_ = meta;
   have_step_ = true;
   return ok_status();

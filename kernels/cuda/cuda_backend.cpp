@@ -20,7 +20,8 @@ namespace {
 constexpr int kMaxGraphTokens = 512;
 // Split-KV for decode steps of up to kMaxSplitTokens tokens: kSplits blocks per (token, head).
 constexpr int kSplits = 8;
-constexpr int kMaxSplitTokens = 8;  // at batch 32+ the heads alone fill the SMs (measured: splitting there cost 25%)
+constexpr int kMaxSplitTokens =
+    8;  // at batch 32+ the heads alone fill the SMs (measured: splitting there cost 25%)
 
 uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
@@ -142,25 +143,10 @@ class CudaBackend final : public Backend {
 
   Status begin_step(const StepMeta& meta) override {
     SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
-    if (meta.block_size <= 0) return op_error("begin_step", "block_size " + std::to_string(meta.block_size));
+    SPK_ASSIGN(const std::vector<int32_t> token_seq, check_step_meta(meta));
     const size_t n = meta.positions.size();
-    if (meta.slots.size() != n) return op_error("begin_step", "slots and positions differ in length");
-    std::vector<int32_t> table_off(n, -1);
-    for (const SeqMeta& s : meta.seqs) {
-      const int64_t nblocks = (static_cast<int64_t>(s.ctx_len) + meta.block_size - 1) / meta.block_size;
-      if (s.q_start < 0 || s.q_len < 0 || static_cast<size_t>(s.q_start) + s.q_len > n || s.bt_offset < 0 ||
-          static_cast<size_t>(s.bt_offset) + nblocks > meta.block_tables.size())
-        return op_error("begin_step", "sequence rows or block table out of range");
-      for (int32_t i = s.q_start; i < s.q_start + s.q_len; ++i) {
-        if (meta.positions[i] < 0 || meta.positions[i] >= s.ctx_len)
-          return op_error("begin_step", "position " + std::to_string(meta.positions[i]) +
-                                            " outside ctx_len " + std::to_string(s.ctx_len));
-        table_off[i] = s.bt_offset;
-      }
-    }
-    for (size_t i = 0; i < n; ++i)
-      if (table_off[i] < 0)
-        return op_error("begin_step", "token row " + std::to_string(i) + " in no sequence");
+    std::vector<int32_t> table_off(n);
+    for (size_t i = 0; i < n; ++i) table_off[i] = meta.seqs[token_seq[i]].bt_offset;
     // Query tiles for the prefill kernel: runs of <= 64 consecutive new tokens of one sequence.
     std::vector<int32_t> tiles;
     max_q_len_ = 0;
