@@ -7,6 +7,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "runtime/tokenizer/utf8.h"
+
 namespace spk::rt::jinja {
 
 char32_t utf8_next(std::string_view s, size_t& i) {
@@ -33,23 +35,7 @@ char32_t utf8_next(std::string_view s, size_t& i) {
   return cp;
 }
 
-void utf8_append(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void utf8_append(std::string& out, char32_t cp) { utf8::append(out, static_cast<uint32_t>(cp)); }
 
 bool js_is_space(char32_t c) {
   return c == 0x09 || c == 0x0A || c == 0x0B || c == 0x0C || c == 0x0D || c == 0x20 || c == 0xA0 ||

@@ -1,4 +1,4 @@
-// Internal: UTF-8 helpers for the tokenizer. Decoding of invalid input follows the WHATWG
+// Internal: UTF-8 helpers of the runtime (tokenizer, chat templates). Decoding of invalid input follows the WHATWG
 // TextDecoder (fatal: false) rule that @huggingface/tokenizers inherits: each maximal invalid
 // subpart becomes one U+FFFD.
 #pragma once
