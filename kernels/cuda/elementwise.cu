@@ -129,6 +129,18 @@ __global__ void rope_cache_kernel(float* q, float* k, const float* v, const int3
   cache_token(k, v, slots[blockIdx.x], blockIdx.x, hk, d, k_cache, v_cache);
 }
 
+// (best, idx) of the whole warp in every lane; ties go to the lower index.
+__device__ __forceinline__ void warp_argmax(float& best, int& idx) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > best || (ov == best && oi < idx)) {
+      best = ov;
+      idx = oi;
+    }
+  }
+}
+
 __global__ void argmax_kernel(const float* logits, int vocab, int32_t* ids) {
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float best = -FLT_MAX;
@@ -140,14 +152,7 @@ __global__ void argmax_kernel(const float* logits, int vocab, int32_t* ids) {
       idx = i;
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-    if (ov > best || (ov == best && oi < idx)) {
-      best = ov;
-      idx = oi;
-    }
-  }
+  warp_argmax(best, idx);
   __shared__ float sv[32];
   __shared__ int si[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -160,14 +165,7 @@ __global__ void argmax_kernel(const float* logits, int vocab, int32_t* ids) {
     const int nw = blockDim.x >> 5;
     best = lane < nw ? sv[lane] : -FLT_MAX;
     idx = lane < nw ? si[lane] : 0x7fffffff;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-      if (ov > best || (ov == best && oi < idx)) {
-        best = ov;
-        idx = oi;
-      }
-    }
+    warp_argmax(best, idx);
     if (lane == 0) ids[blockIdx.x] = idx;
   }
 }
