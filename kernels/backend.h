@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -130,6 +131,14 @@ class Backend {
 
   // Waits for queued work (no-op on CPU).
   virtual Status synchronize() { return ok_status(); }
+
+  // Runs `fn` in op order with this backend's stream (nullptr on CPU, a cudaStream_t on CUDA): the hook
+  // through which a communicator's collectives join the op stream (and a CUDA graph when captured).
+  // CPU runs it at once. `fingerprint` names every pointer and size `fn` uses, as for the ops.
+  virtual Status enqueue_external(std::function<Status(void* stream)> fn, std::vector<uint64_t> fingerprint) {
+    (void)fingerprint;
+    return fn(nullptr);
+  }
 
   // Element type of the paged KV caches this backend's kv_write/attention take (CPU: f32, CUDA: bf16).
   [[nodiscard]] virtual DType kv_cache_dtype() const { return DType::f32; }
