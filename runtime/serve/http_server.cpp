@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "runtime/serve/completion_handler.h"
+#include "runtime/serve/peer_socket.h"
 
 namespace spk::rt {
 
@@ -143,9 +144,17 @@ void HttpServer::routes() {
       if (auto e = gen->start(chat_)) return send_error(res, *e);
 
       if (!gen->request().stream) {
-        // No disconnect detection here: httplib gives no socket to watch while we wait. The sequence
-        // is bounded by max_tokens and ends on its own.
-        while (!gen->all_done()) gen->poll(std::chrono::milliseconds(200));
+        // Nothing is written until the answer, so watch the connection itself (peer_socket.h): a
+        // client that hung up frees its sequences within one poll interval.
+        const int fd = find_connection_fd(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+        while (!gen->all_done()) {
+          gen->poll(std::chrono::milliseconds(100));
+          if (peer_hung_up(fd)) {
+            gen->abort_all();
+            res.status = 499;  // nginx's "client closed request": counted in /metrics, read by nobody
+            return;
+          }
+        }
         auto r = gen->response();
         if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
         return send_json(res, std::get<nlohmann::json>(r));

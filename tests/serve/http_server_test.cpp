@@ -212,6 +212,46 @@ TEST_F(ServerFixture, StreamingSendsChunksUsageAndDone) {
   EXPECT_EQ(full["choices"][0]["message"]["content"], text);
 }
 
+TEST_F(ServerFixture, NonStreamingClientDisconnectFreesTheSequence) {
+  // Nothing is written to a non-streaming client before its answer: the server must notice the hang-up
+  // from the connection itself (400 tokens at >= 1 ms per step would run >= 400 ms without it).
+  std::string body = R"({"model":"tiny","prompt":"go","max_tokens":400,"ignore_eos":true})";
+  std::string req = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                    std::string(kKey) +
+                    "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\n\r\n" + body;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  bool running = false;
+  for (int i = 0; i < 200 && !running; ++i) {
+    running = engine_->gauges().running > 0;
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(running);
+  const int steps_at_close = model_.steps.load();
+  ::close(fd);
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {
+    auto g = engine_->gauges();
+    freed = g.running == 0 && g.kv_usage == 0.0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(freed) << "the sequence kept running after its client left";
+  // Freed early: far fewer than the 400 steps the request asked for ran after the hang-up.
+  EXPECT_LT(model_.steps.load() - steps_at_close, 300);
+  // The server still answers the next request.
+  auto r = client().Post("/v1/completions", R"({"model":"tiny","prompt":"hi","max_tokens":3})",
+                         "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
 TEST_F(ServerFixture, ClientDisconnectFreesTheSequence) {
   // Raw socket: ask for a long stream, read the first bytes, hang up.
   std::string body = R"({"model":"tiny","prompt":"go","max_tokens":400,"ignore_eos":true,"stream":true})";
