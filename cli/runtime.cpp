@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/verbs.h"
+#include "kernels/device_memory.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/model/model.h"
 #include "runtime/serve/engine.h"
@@ -61,11 +62,13 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (f.kv_cache_dtype != "auto")
     return fail(kExitUsage, "--kv-cache-dtype " + f.kv_cache_dtype +
                                 " is not built yet (the KV cache uses the backend's dtype; pass auto)");
-  if (f.device_memory_gib <= 0)
-    return fail(kExitUsage,
-                f.backend == "cpu"
-                    ? "--device-memory-gib is required on cpu (the RAM budget the memory planner uses)"
-                    : "querying GPU memory is not built yet (pass --device-memory-gib)");
+  // Device memory: --device-memory-gib when given (required on cpu: the RAM budget), else the GPU's total.
+  uint64_t device_bytes = static_cast<uint64_t>(f.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  if (f.device_memory_gib <= 0) {
+    auto queried = device_memory_bytes(f.backend);
+    if (!queried.ok()) return fail(kExitUsage, queried.error().what());
+    device_bytes = *queried;
+  }
   const char* key = std::getenv(f.api_key_env.c_str());
   if (!f.dry_run_memory && (!key || !*key))
     return fail(kExitUsage,
@@ -90,7 +93,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
                                 " max_position_embeddings (lower --max-model-len)");
 
   rt::MemoryPlanInput in;
-  in.device_bytes = static_cast<uint64_t>(f.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+  in.device_bytes = device_bytes;
   in.gpu_memory_utilization = f.gpu_memory_utilization;
   in.weight_bytes = m.weight_bytes();
   in.activation_bytes = m.activation_bytes(f.max_num_batched_tokens);
@@ -199,7 +202,7 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--gpu-memory-utilization", f->gpu_memory_utilization, "fraction of device memory to use")
       ->check(CLI::Range(0.0, 1.0));
   s->add_option("--device-memory-gib", f->device_memory_gib,
-                "device memory in GiB (on cpu: the RAM budget; required until GPU queries are built)")
+                "device memory in GiB (required on cpu: the RAM budget; on cuda: default the GPU's total)")
       ->envname("SPARKCTL_DEVICE_MEMORY_GIB");
   s->add_option("--max-model-len", f->max_model_len, "longest request, prompt + completion (0 = model's)")
       ->check(CLI::NonNegativeNumber);
