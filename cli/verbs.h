@@ -14,6 +14,7 @@ void setup_generate(CLI::App& app, Context& ctx);
 void setup_fabric(CLI::App& app, Context& ctx);
 void setup_node(CLI::App& app, Context& ctx);
 void setup_runtime(CLI::App& app, Context& ctx);
+void setup_gmu(CLI::App& app, Context& ctx);
 void setup_not_built_verbs(CLI::App& app, Context& ctx);
 
 }  // namespace spk::cli
