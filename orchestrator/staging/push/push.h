@@ -1,0 +1,70 @@
+// Worker push of a staged model tree (issue #8, push half). The head calls push_tree() once per
+// worker; the worker runs serve_receive() inside the `sparkctl node stage-recv` verb.
+//
+// Protocol contract (not yet implemented over TCP, see block_plan.h for the tested core):
+//  - files are split into fixed blocks (default 4 MiB); the receiver reports the xxhash64 of each block
+//    of any existing final file or <name>.sparkctl-partial; the sender sends only differing blocks;
+//  - files spread over `streams` parallel TCP connections, each authenticated by `token`;
+//  - after the last block the receiver checks the whole-file xxh3-128 against the sender's, fsyncs,
+//    renames over the final name and fsyncs the directory: no partial file is ever visible;
+//  - disk preflight (statvfs) before the first byte; the error names bytes needed, free, and the path;
+//  - the receiver writes only under `root`: absolute paths, `..` and symlink escapes are refused.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/base/status.h"
+
+namespace spk::staging {
+
+inline constexpr std::uint64_t kDefaultBlockBytes = 4ull << 20;  // 4 MiB: 1 GiB shard = 256 hashes
+
+struct PushProgress {
+  std::uint64_t bytes_sent = 0;   // payload bytes on the wire so far
+  std::uint64_t bytes_total = 0;  // payload bytes this push will send (after the delta plan)
+  double rate_bytes_per_s = 0;
+  double eta_s = 0;
+};
+
+struct PushOptions {
+  std::string source_dir;          // local root of the tree
+  std::vector<std::string> files;  // relative paths under source_dir; empty = every regular file
+  std::string host;                // worker fabric address, e.g. "10.0.0.2"
+  int port = 0;                    // port the worker's stage-recv listens on
+  std::string token;               // shared secret handed to stage-recv in its JSON input
+  int streams = 4;                 // parallel TCP streams
+  std::uint64_t block_bytes = kDefaultBlockBytes;
+  std::function<void(const PushProgress&)> progress;  // called at most ~10x/s; may be empty
+};
+
+struct PushReport {
+  std::uint64_t files = 0;
+  std::uint64_t bytes_total = 0;  // size of the whole tree
+  std::uint64_t bytes_sent = 0;   // payload actually sent (delta)
+  std::uint64_t blocks_sent = 0;
+  std::uint64_t blocks_skipped = 0;  // already identical at the destination
+  double seconds = 0;
+};
+
+Result<PushReport> push_tree(const PushOptions& opt);
+
+struct ReceiveOptions {
+  std::string root;  // the node's cache dir; nothing is written outside it
+  std::string bind = "0.0.0.0";
+  int port = 0;
+  std::string token;
+  std::uint64_t max_bytes = 0;  // 0 = statvfs free space; else a cap (tests simulate a full disk)
+  int idle_timeout_s = 60;      // gives up when the sender stays silent this long
+};
+
+struct ReceiveReport {
+  std::vector<std::string> files;  // relative paths completed and renamed into place
+  std::uint64_t bytes_received = 0;
+};
+
+Result<ReceiveReport> serve_receive(const ReceiveOptions& opt);
+
+}  // namespace spk::staging
