@@ -1,0 +1,134 @@
+#include "orchestrator/bench/png_plot.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+
+namespace spk {
+
+namespace {
+
+void put32(std::string& s, uint32_t v) {
+  for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void chunk(std::string& out, const char* type, const std::string& data) {
+  put32(out, static_cast<uint32_t>(data.size()));
+  std::string td = std::string(type, 4) + data;
+  out += td;
+  put32(out, crc32(reinterpret_cast<const uint8_t*>(td.data()), td.size()));
+}
+
+}  // namespace
+
+uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t adler32(const uint8_t* data, size_t n) {
+  uint32_t a = 1, b = 0;
+  for (size_t i = 0; i < n; ++i) {
+    a = (a + data[i]) % 65521;
+    b = (b + a) % 65521;
+  }
+  return (b << 16) | a;
+}
+
+void Raster::set(int x, int y, uint32_t c) {
+  if (x < 0 || y < 0 || x >= width || y >= height) return;
+  uint8_t* p = &rgb[(static_cast<size_t>(y) * width + x) * 3];
+  p[0] = (c >> 16) & 0xff;
+  p[1] = (c >> 8) & 0xff;
+  p[2] = c & 0xff;
+}
+
+void Raster::line(int x0, int y0, int x1, int y1, uint32_t c, int thick) {
+  // Bresenham; thickness by stamping a square of side `thick`.
+  int dx = std::abs(x1 - x0), sx = x0 < x1 ? 1 : -1, dy = -std::abs(y1 - y0), sy = y0 < y1 ? 1 : -1;
+  int err = dx + dy;
+  while (true) {
+    for (int i = 0; i < thick; ++i)
+      for (int j = 0; j < thick; ++j) set(x0 + i - thick / 2, y0 + j - thick / 2, c);
+    if (x0 == x1 && y0 == y1) break;
+    int e2 = 2 * err;
+    if (e2 >= dy) err += dy, x0 += sx;
+    if (e2 <= dx) err += dx, y0 += sy;
+  }
+}
+
+std::string encode_png(const Raster& r) {
+  // Raster with a filter byte (0 = none) before each row.
+  std::string raw;
+  const size_t row = static_cast<size_t>(r.width) * 3;
+  raw.reserve((row + 1) * r.height);
+  for (int y = 0; y < r.height; ++y) {
+    raw.push_back('\0');
+    raw.append(reinterpret_cast<const char*>(&r.rgb[y * row]), row);
+  }
+  std::string z =
+      "\x78\x01";  // zlib: deflate, 32K window, no dictionary, check bits valid (0x7801 % 31 == 0)
+  for (size_t off = 0; off < raw.size() || off == 0; off += 65535) {
+    const size_t n = std::min<size_t>(65535, raw.size() - off);
+    z.push_back(off + n >= raw.size() ? '\x01' : '\x00');  // BFINAL, BTYPE=00 (stored)
+    z.push_back(static_cast<char>(n & 0xff));
+    z.push_back(static_cast<char>(n >> 8));
+    z.push_back(static_cast<char>(~n & 0xff));
+    z.push_back(static_cast<char>((~n >> 8) & 0xff));
+    z.append(raw, off, n);
+    if (raw.empty()) break;
+  }
+  put32(z, adler32(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
+
+  std::string out = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put32(ihdr, static_cast<uint32_t>(r.width));
+  put32(ihdr, static_cast<uint32_t>(r.height));
+  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8-bit, RGB, deflate, adaptive filtering, no interlace
+  chunk(out, "IHDR", ihdr);
+  chunk(out, "IDAT", z);
+  chunk(out, "IEND", "");
+  return out;
+}
+
+Raster plot_lines(const std::vector<PlotSeries>& series, int w, int h) {
+  Raster r(w, h);
+  const int l = 50, b = h - 40, t = 20, rt = w - 20;  // plot area [l, rt] x [t, b]
+  double xmax = 1, ymax = 1;
+  for (const auto& s : series) {
+    for (double x : s.x) xmax = std::max(xmax, x);
+    for (double y : s.y) ymax = std::max(ymax, y);
+  }
+  r.line(l, b, rt, b, 0x000000, 2);  // x axis
+  r.line(l, b, l, t, 0x000000, 2);   // y axis
+  for (int i = 1; i <= 4; ++i) {     // ticks and light grid at quarters
+    const int y = b - (b - t) * i / 4, x = l + (rt - l) * i / 4;
+    r.line(l + 1, y, rt, y, 0xdddddd);
+    r.line(l - 5, y, l, y, 0x000000);
+    r.line(x, b, x, b + 5, 0x000000);
+  }
+  auto px = [&](double x) { return l + static_cast<int>(std::lround(x / xmax * (rt - l))); };
+  auto py = [&](double y) { return b - static_cast<int>(std::lround(y / ymax * (b - t))); };
+  for (const auto& s : series) {
+    const size_t n = std::min(s.x.size(), s.y.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (i + 1 < n) r.line(px(s.x[i]), py(s.y[i]), px(s.x[i + 1]), py(s.y[i + 1]), s.color, 3);
+      for (int d = -3; d <= 3; ++d)
+        r.line(px(s.x[i]) - 3, py(s.y[i]) + d, px(s.x[i]) + 3, py(s.y[i]) + d, s.color);
+    }
+  }
+  return r;
+}
+
+}  // namespace spk
