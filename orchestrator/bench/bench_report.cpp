@@ -98,14 +98,14 @@ Result<BenchFiles> write_bench_files(const std::string& dir, const std::string& 
     return make_error("cannot create " + dir + ": " + ec.message(), "pass --out DIR or fix --state-dir");
   BenchFiles f{dir + "/" + lane + "-" + stamp + ".json", dir + "/" + lane + "-" + stamp + ".png"};
   SPK_TRY(write_file_atomic(f.json_path, doc.dump(2) + "\n"));
-  PlotSeries agg{{}, {}, 0x1f77b4}, per{{}, {}, 0xff7f0e};
+  PlotSeries agg{{}, {}, 0x1f77b4, "aggregate"}, per{{}, {}, 0xff7f0e, "per stream"};
   for (const auto& l : r.ladder) {
     agg.x.push_back(l.concurrency);
     agg.y.push_back(l.aggregate_decode_tok_s);
     per.x.push_back(l.concurrency);
     per.y.push_back(l.mean_stream_decode_tok_s);
   }
-  SPK_TRY(write_file_atomic(f.png_path, encode_png(plot_lines({agg, per}))));
+  SPK_TRY(write_file_atomic(f.png_path, encode_png(plot_lines({agg, per}, {"concurrency", "decode tok/s"}))));
   return f;
 }
 

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+
+#include "orchestrator/bench/bitmap_font.h"
 
 namespace spk {
 
@@ -102,9 +105,29 @@ std::string encode_png(const Raster& r) {
   return out;
 }
 
-Raster plot_lines(const std::vector<PlotSeries>& series, int w, int h) {
+void Raster::text(int x, int y, const std::string& s, uint32_t color) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto rows = glyph_rows(s[i]);
+    for (int r = 0; r < kGlyphH; ++r)
+      for (int c = 0; c < kGlyphW; ++c)
+        if (rows[r] & (1u << (kGlyphW - 1 - c)))
+          set(x + static_cast<int>(i) * (kGlyphW + 1) + c, y + r, color);
+  }
+}
+
+namespace {
+
+std::string tick_label(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v >= 100 || v == std::floor(v) ? "%.0f" : "%.1f", v);
+  return b;
+}
+
+}  // namespace
+
+Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& labels, int w, int h) {
   Raster r(w, h);
-  const int l = 50, b = h - 40, t = 20, rt = w - 20;  // plot area [l, rt] x [t, b]
+  const int l = 60, b = h - 40, t = 30, rt = w - 20;  // plot area [l, rt] x [t, b]
   double xmax = 1, ymax = 1;
   for (const auto& s : series) {
     for (double x : s.x) xmax = std::max(xmax, x);
@@ -112,12 +135,20 @@ Raster plot_lines(const std::vector<PlotSeries>& series, int w, int h) {
   }
   r.line(l, b, rt, b, 0x000000, 2);  // x axis
   r.line(l, b, l, t, 0x000000, 2);   // y axis
-  for (int i = 1; i <= 4; ++i) {     // ticks and light grid at quarters
+  const int gw = kGlyphW + 1;
+  for (int i = 0; i <= 4; ++i) {  // ticks, labels and light grid at quarters
     const int y = b - (b - t) * i / 4, x = l + (rt - l) * i / 4;
-    r.line(l + 1, y, rt, y, 0xdddddd);
-    r.line(l - 5, y, l, y, 0x000000);
-    r.line(x, b, x, b + 5, 0x000000);
+    if (i > 0) {
+      r.line(l + 1, y, rt, y, 0xdddddd);
+      r.line(l - 5, y, l, y, 0x000000);
+      r.line(x, b, x, b + 5, 0x000000);
+    }
+    const std::string yl = tick_label(ymax * i / 4), xl = tick_label(xmax * i / 4);
+    r.text(l - 8 - gw * static_cast<int>(yl.size()), y - kGlyphH / 2, yl, 0x000000);
+    r.text(x - gw * static_cast<int>(xl.size()) / 2, b + 9, xl, 0x000000);
   }
+  r.text((l + rt) / 2 - gw * static_cast<int>(labels.x_title.size()) / 2, b + 24, labels.x_title, 0x000000);
+  r.text(8, 10, labels.y_title, 0x000000);
   auto px = [&](double x) { return l + static_cast<int>(std::lround(x / xmax * (rt - l))); };
   auto py = [&](double y) { return b - static_cast<int>(std::lround(y / ymax * (b - t))); };
   for (const auto& s : series) {
@@ -127,6 +158,14 @@ Raster plot_lines(const std::vector<PlotSeries>& series, int w, int h) {
       for (int d = -3; d <= 3; ++d)
         r.line(px(s.x[i]) - 3, py(s.y[i]) + d, px(s.x[i]) + 3, py(s.y[i]) + d, s.color);
     }
+  }
+  int ly = 10;  // legend, top right
+  for (const auto& s : series) {
+    if (s.name.empty()) continue;
+    const int lx = rt - gw * static_cast<int>(s.name.size()) - 30;
+    r.line(lx, ly + kGlyphH / 2, lx + 20, ly + kGlyphH / 2, s.color, 3);
+    r.text(lx + 26, ly, s.name, 0x000000);
+    ly += 12;
   }
   return r;
 }

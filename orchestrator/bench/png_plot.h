@@ -16,6 +16,8 @@ struct Raster {
   Raster(int w, int h) : width(w), height(h), rgb(static_cast<size_t>(w) * h * 3, 255) {}
   void set(int x, int y, uint32_t color);  // 0xRRGGBB; clipped
   void line(int x0, int y0, int x1, int y1, uint32_t color, int thick = 1);
+  // 5x7 glyphs (bitmap_font.h), top-left at (x, y), 6 px advance per character.
+  void text(int x, int y, const std::string& s, uint32_t color);
 };
 
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);
@@ -24,12 +26,17 @@ uint32_t adler32(const uint8_t* data, size_t n);
 // The PNG file bytes of `r`.
 std::string encode_png(const Raster& r);
 
-// Axes, ticks, and one polyline per series (y vs x), each scaled to the largest value. Colors cycle
-// blue, orange, green. Empty or single-point series draw a marker only.
+// Axes with labelled ticks at quarters of the largest x and y, one polyline per series (all on one
+// scale from 0), axis titles and a legend of the series' names. Single-point series draw a marker only.
 struct PlotSeries {
   std::vector<double> x, y;
   uint32_t color = 0x1f77b4;
+  std::string name;  // legend entry; empty = none
 };
-Raster plot_lines(const std::vector<PlotSeries>& series, int width = 640, int height = 400);
+struct PlotLabels {
+  std::string x_title, y_title;
+};
+Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& labels = {}, int width = 640,
+                  int height = 400);
 
 }  // namespace spk

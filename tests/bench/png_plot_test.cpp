@@ -27,7 +27,7 @@ TEST(BenchPng, KnownChecksums) {
 TEST(BenchPng, PlotIsAValidPng) {
   PlotSeries agg{{1, 2, 4, 8}, {10, 19, 35, 60}, 0x1f77b4};
   PlotSeries per{{1, 2, 4, 8}, {10, 9.5, 8.7, 7.5}, 0xff7f0e};
-  Raster r = plot_lines({agg, per}, 320, 200);
+  Raster r = plot_lines({agg, per}, {"concurrency", "tok/s"}, 320, 200);
   const std::string png = encode_png(r);
   ASSERT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
   size_t o = 8;
