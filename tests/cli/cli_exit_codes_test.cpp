@@ -25,7 +25,7 @@ TEST(CliExitCodes, NoVerbIsUsage) { EXPECT_EQ(run("").code, 2); }
 TEST(CliExitCodes, UnknownVerbIsUsage) { EXPECT_EQ(run("frobnicate").code, 2); }
 
 TEST(CliExitCodes, NotBuiltVerbSaysSoAndExitsTwo) {
-  auto r = run("bench lane-a");
+  auto r = run("stage lane-a");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("not built yet"), std::string::npos) << r.out;
 }
