@@ -19,6 +19,7 @@
 #include "runtime/serve/engine.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/memory_planner.h"
+#include "runtime/serve/warmup.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace spk::cli {
@@ -147,17 +148,11 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
                  f.host);
   engine.start();
 
-  // Readiness means a real token: one greedy step through the whole engine.
-  rt::SamplingParams warm;
-  warm.temperature = 0;
-  warm.max_tokens = 1;
-  auto w = engine.submit({{mc.bos_token_id >= 0 ? mc.bos_token_id : 0}, warm, false});
-  if (!w.ok()) return fail(kExitFailed, "warmup: " + w.error().what());
-  rt::SeqUpdate u;
-  while (!u.done)
-    if (!w->channel->take(u, std::chrono::seconds(600)))
-      return fail(kExitFailed, "warmup: no token in 600 s");
-  if (!u.error.empty() || u.num_generated != 1) return fail(kExitFailed, "warmup failed: " + u.error);
+  // Readiness means real tokens through the whole engine, at every decode batch size
+  // (runtime/serve/warmup.h).
+  auto warm = rt::warm_decode_buckets(engine, f.max_num_seqs, mc.bos_token_id >= 0 ? mc.bos_token_id : 0);
+  if (!warm.ok()) return fail(kExitFailed, "warmup: " + warm.error().what());
+  spdlog::info("warmup: decoded at every batch size 1..{} in {:.2f} s", warm->sequences, warm->seconds);
 
   std::thread sig_thread([&server, sigs] {
     int sig = 0;

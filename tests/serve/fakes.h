@@ -92,6 +92,7 @@ class HashModel : public Model {
   Status forward(const StepBatch& b, std::vector<float>& logits) override {
     ++steps;
     max_batch_seqs = std::max<int>(max_batch_seqs, static_cast<int>(b.seqs.size()));
+    batch_sizes.push_back(static_cast<int>(b.seqs.size()));  // engine thread only; read after stop()
     if (delay_ms_) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
     // 1. write every new token into its slot
     for (const auto& s : b.seqs)
@@ -125,6 +126,7 @@ class HashModel : public Model {
 
   std::atomic<int> steps{0};
   std::atomic<int> max_batch_seqs{0};
+  std::vector<int> batch_sizes;  // sequences in each forward(), in order
 
  private:
   int32_t& slot(const SeqSlice& s, int pos) {
