@@ -16,7 +16,7 @@ Result<WarmupReport> warm_decode_buckets(Engine& engine, int max_num_seqs, int32
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
-    p.max_tokens = std::min(i + 2, max_tokens_cap);
+    p.max_tokens = std::min(2 * i + 3, max_tokens_cap);
     auto s = engine.submit({{token}, p, false});
     if (!s.ok()) return make_error("warmup sequence " + std::to_string(i) + ": " + s.error().what());
     subs.push_back(std::move(*s));
