@@ -33,6 +33,8 @@ fi
 [ "${SPARKCTL_NO_BUILD:-0}" = 1 ] && exit 0
 BUILD=${SPARKCTL_BUILD_DIR:-build}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout, so a fresh clone elsewhere (CI) hits the cache of an earlier build.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S . -B "$BUILD" -G Ninja ${SPARKCTL_CMAKE_ARGS:-}
 fi
