@@ -120,6 +120,10 @@ TEST(BenchBinary, LiveServerReportSchemaAndFiles) {
                   " --max-num-batched-tokens 512",
               "tiny"))
       << d.log();
+  // Readiness comes only after the warmup decoded at every batch size (runtime/serve/warmup.h).
+  const auto warm = d.log().find("warmup: decoded at every batch size 1..4");
+  ASSERT_NE(warm, std::string::npos) << d.log();
+  EXPECT_LT(warm, d.log().find("ready: serving tiny")) << d.log();
   const std::string state = "SPARKCTL_STATE_DIR=" + (tmp.path / "state").string() + " ";
   const std::string url = " --endpoint http://127.0.0.1:" + std::to_string(d.port()) + "/v1";
   const std::string out = (tmp.path / "out").string();
