@@ -32,6 +32,9 @@ struct GroupOptions {
   int cuda_device = 0;        // nccl: the device this rank drives
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
+  // Bounds every collective (a peer that stops mid-step without the control channel noticing).
+  std::chrono::milliseconds collective_timeout{300000};
+  // Called at most once, from a group thread; must not call close() (it joins that thread).
   std::function<void(int lost_rank, const std::string& why)> on_lost;
 };
 
@@ -46,7 +49,7 @@ class ProcessGroup {
   virtual Status broadcast(const std::string& msg) = 0;
   // Ranks != 0: the next message from rank 0; an error names rank 0 when it is lost.
   virtual Result<std::string> receive() = 0;
-  // Leaves cleanly: peers see an orderly close, not a loss.
+  // Leaves: peers see 'left the group' (a loss for them: the group cannot go on without this rank).
   virtual void close() = 0;
 };
 
