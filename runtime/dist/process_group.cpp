@@ -1,7 +1,8 @@
 // join_group: rendezvous (rank 0 hosts the token-checked store), the Gloo communicator over it, and
 // the control channel (rank 0 <-> each worker) with heartbeats. Control frames: 'H' heartbeat,
-// 'M' + payload (rank 0's messages), 'B' orderly leave, 'G' rendezvous complete, 'E' + why (rank 0
-// gave up the rendezvous: the worker's join fails with rank 0's reason).
+// 'M' + payload (rank 0's messages), 'B' leave, 'G' rendezvous complete, 'E' + why (rank 0 gave up the
+// rendezvous: the worker's join fails with rank 0's reason). 'B' from a worker is a loss for rank 0;
+// 'B' from rank 0 closes the group for the workers (no loss: rank 0 ends the group on purpose).
 #include "runtime/dist/process_group.h"
 
 #include <spdlog/spdlog.h>
@@ -73,13 +74,14 @@ class Group final : public ProcessGroup {
 
   Result<std::string> receive() override {
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return !inbox_.empty() || lost_ || closing_; });
+    cv_.wait(lk, [&] { return !inbox_.empty() || lost_ || closing_ || leader_closed_; });
     if (!inbox_.empty()) {
       std::string m = std::move(inbox_.front());
       inbox_.pop_front();
       return m;
     }
-    return make_error(lost_ ? lost_why_ : "the group was closed",
+    if (lost_) return make_error(lost_why_, "every rank of the group must be restarted");
+    return make_error(leader_closed_ ? "rank 0 closed the group" : "the group was closed",
                       "every rank of the group must be restarted");
   }
 
@@ -120,7 +122,7 @@ class Group final : public ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> inbox_;
-  bool lost_ = false, closing_ = false;
+  bool lost_ = false, closing_ = false, leader_closed_ = false;
   std::string lost_why_;
   std::thread heartbeat_;
 };
@@ -241,7 +243,15 @@ void Group::read_loop(Peer& p) {
     }
     if (f->empty() || (*f)[0] == 'H') continue;
     if ((*f)[0] == 'B') {
-      lost(p.rank, "left the group (shut down)");
+      if (o_.rank == 0) {  // a worker cannot leave a running group: the group is broken
+        lost(p.rank, "left the group (shut down)");
+      } else {  // rank 0 closed the group: receive() drains the inbox, then reports the close
+        {
+          std::lock_guard lk(mu_);
+          leader_closed_ = true;
+        }
+        cv_.notify_all();
+      }
       return;
     }
     if ((*f)[0] == 'M') {
@@ -275,7 +285,7 @@ void Group::lost(int rank, const std::string& why) {
   std::string msg;
   {
     std::lock_guard lk(mu_);
-    if (lost_ || closing_) return;
+    if (lost_ || closing_ || leader_closed_) return;
     lost_ = true;
     lost_why_ = "rank " + std::to_string(rank) + " lost: " + why;
     msg = lost_why_;

@@ -112,11 +112,12 @@ TEST(ProcessGroup, NoRankZeroTimesOutNamingIt) {
 
 TEST(ProcessGroup, LeavingRankIsReportedLost) {
   const int port = test::free_loopback_port();
-  std::atomic<int> lost_rank{-1};
+  std::atomic<int> lost_rank{-1}, worker_lost{-1};
   std::string recv_error;
   test::run_ranks(3, [&](int r) {
     auto o = opts(r, 3, port);
     if (r == 0) o.on_lost = [&](int lr, const std::string&) { lost_rank = lr; };
+    if (r == 1) o.on_lost = [&](int lr, const std::string&) { worker_lost = lr; };
     auto g = join_group(o);
     ASSERT_TRUE(g.ok()) << g.error().what();
     if (r == 2) {
@@ -127,13 +128,15 @@ TEST(ProcessGroup, LeavingRankIsReportedLost) {
       for (int i = 0; i < 200 && lost_rank < 0; ++i) std::this_thread::sleep_for(milliseconds(10));
       (*g)->close();
     } else {
-      auto m = (*g)->receive();  // rank 0 leaves after noticing: rank 1 sees rank 0 lost
+      auto m = (*g)->receive();  // rank 0 closes after noticing: the group is over for rank 1
       ASSERT_FALSE(m.ok());
       recv_error = m.error().what();
+      (*g)->close();
     }
   });
   EXPECT_EQ(lost_rank.load(), 2);
-  EXPECT_NE(recv_error.find("rank 0 lost"), std::string::npos) << recv_error;
+  EXPECT_EQ(worker_lost.load(), -1) << "rank 0 closing on purpose is no loss";
+  EXPECT_NE(recv_error.find("rank 0 closed the group"), std::string::npos) << recv_error;
 }
 
 TEST(ProcessGroup, BadArguments) {
