@@ -40,6 +40,7 @@ class SingleGroup final : public ProcessGroup {
     return make_error("receive() on a group of one rank", "only ranks != 0 of a TP group receive");
   }
   void close() override {}
+  bool closed_by_rank0() const override { return false; }
 
  private:
   std::unique_ptr<Communicator> comm_;
@@ -85,6 +86,11 @@ class Group final : public ProcessGroup {
                       "every rank of the group must be restarted");
   }
 
+  bool closed_by_rank0() const override {
+    std::lock_guard lk(mu_);
+    return leader_closed_;
+  }
+
   void close() override {
     {
       std::lock_guard lk(mu_);
@@ -119,7 +125,7 @@ class Group final : public ProcessGroup {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<StoreServer> store_server_;
   std::vector<std::unique_ptr<Peer>> peers_;  // rank 0: every worker; worker: rank 0
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> inbox_;
   bool lost_ = false, closing_ = false, leader_closed_ = false;
@@ -238,7 +244,7 @@ void Group::read_loop(Peer& p) {
       else if (m.rfind("eof", 0) == 0)
         lost(p.rank, "connection closed (the process exited or was killed)");
       else
-        lost(p.rank, m);
+        lost(p.rank, "connection lost (the process exited or was killed; " + m + ")");
       return;
     }
     if (f->empty() || (*f)[0] == 'H') continue;

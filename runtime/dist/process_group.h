@@ -51,6 +51,9 @@ class ProcessGroup {
   // Ranks != 0: the next message from rank 0; after the last one an error that says rank 0 closed
   // the group, or names the lost rank.
   virtual Result<std::string> receive() = 0;
+  // Ranks != 0: true once rank 0 closed the group on purpose (receive() then fails after the last
+  // message; that is the normal end, not a loss).
+  [[nodiscard]] virtual bool closed_by_rank0() const = 0;
   // Leaves. Rank 0 closing ends the group for the workers (no loss); a worker closing is a loss for
   // rank 0 (the group cannot go on without it).
   virtual void close() = 0;
