@@ -1,7 +1,8 @@
 // `sparkctl runtime serve --tensor-parallel-size N` as the orchestrator runs it: real processes of the
 // binary on loopback, a synthetic Qwen3 tiny checkpoint (real tokenizer). TP=2 answers an OpenAI
 // completion exactly as TP=1 does; killing one rank of TP=4 mid-generation ends every rank non-zero
-// within 10 s with rank 0 naming the lost rank; a wrong rendezvous token fails both sides by name.
+// within 10 s with rank 0 naming the lost rank; a hung rank (SIGSTOP) ends rank 0 after the peer
+// timeout; a wrong rendezvous token fails both sides by name.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -205,6 +206,18 @@ TEST(TpServe, KillingOneRankMidGenerationEndsEveryRank) {
   client.join();
   EXPECT_NE(ranks[0]->log().find("tensor-parallel rank 2 lost"), std::string::npos) << ranks[0]->log();
   EXPECT_NE(ranks[1]->log().find("tensor-parallel rank 0 lost"), std::string::npos) << ranks[1]->log();
+}
+
+TEST(TpServe, HungRankEndsTheGroupAfterThePeerTimeout) {
+  std::vector<std::unique_ptr<Rank>> ranks;
+  start_group(ranks, 2, "--tp-peer-timeout 1");
+  const auto t0 = Clock::now();
+  ranks[1]->kill(SIGSTOP);  // hung: no exit, no heartbeats
+  EXPECT_EQ(ranks[0]->wait_exit(std::chrono::seconds(10)), 1) << ranks[0]->log();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_NE(ranks[0]->log().find("tensor-parallel rank 1 lost: no heartbeat for 1.0 s"), std::string::npos)
+      << ranks[0]->log();
+  ranks[1]->kill(SIGKILL);
 }
 
 TEST(TpServe, WrongTokenFailsBothRanksByName) {
