@@ -1,6 +1,10 @@
 // `sparkctl runtime serve`: the daemon the orchestrator launches on every rank. Loads the model,
 // plans the KV pool (memory planner), starts the engine thread and the OpenAI HTTP server, proves the
 // engine can produce a token, then prints the readiness line. argv contract: orchestrator's `plan`.
+// Tensor parallel (--tensor-parallel-size N > 1, CPU backend / Gloo): every rank joins the group at
+// --master (rank 0 binds it; token from $SPARKCTL_RDZV_TOKEN) before loading its shard. Rank 0 serves
+// HTTP and drives the others step by step (runtime/serve/tp_step.h); the others serve no HTTP. When
+// any rank is lost (exit, kill, hang past --tp-peer-timeout) every rank exits 1 naming the lost rank.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -15,10 +19,12 @@
 #include "cli/verbs.h"
 #include "kernels/device_memory.h"
 #include "runtime/chat/chat_template.h"
+#include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
 #include "runtime/serve/engine.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/memory_planner.h"
+#include "runtime/serve/tp_step.h"
 #include "runtime/serve/warmup.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -35,6 +41,8 @@ struct ServeFlags {
   int tensor_parallel_size = 1;
   int rank = 0;
   std::string master;
+  double tp_join_timeout_s = 120;  // rendezvous: how long ranks wait for each other
+  double tp_peer_timeout_s = 5;    // a rank silent this long is lost
   double gpu_memory_utilization = 0.9;
   double device_memory_gib = 0;  // required on cpu: the RAM budget the planner treats as device memory
   int max_model_len = 0;         // 0 = the model's max_position_embeddings
@@ -55,11 +63,53 @@ int fail(int code, const std::string& what) {
   return code;
 }
 
+// Ends the process at once (a lost rank: the group is dead; destructors could block on peers).
+[[noreturn]] void die(const std::string& what) {
+  print_error("runtime serve", what);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(kExitFailed);
+}
+
+// A failed step usually means a lost rank: the group's loss detection (which names the rank and exits)
+// gets the peer timeout to fire first; otherwise this error ends the process.
+[[noreturn]] void die_after_grace(double peer_timeout_s, const std::string& what) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(peer_timeout_s + 0.5));
+  die(what);
+}
+
+Result<std::unique_ptr<rt::dist::ProcessGroup>> join(const ServeFlags& f) {
+  const char* token = std::getenv("SPARKCTL_RDZV_TOKEN");
+  rt::dist::GroupOptions o;
+  o.rank = f.rank;
+  o.world = f.tensor_parallel_size;
+  o.master = f.master;
+  o.token = token ? token : "";
+  o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_join_timeout_s * 1000));
+  o.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_peer_timeout_s * 1000));
+  const int rank = f.rank;
+  o.on_lost = [rank](int lost, const std::string& why) {
+    die("rank " + std::to_string(rank) + ": tensor-parallel rank " + std::to_string(lost) + " lost: " + why +
+        "; the group is dead, every rank exits (restart all ranks)");
+  };
+  spdlog::info("rank {} of {}: joining the group at {}", f.rank, f.tensor_parallel_size, f.master);
+  return rt::dist::join_group(o);
+}
+
 int run_serve(const ServeFlags& f, const Context& ctx) {
-  if (f.tensor_parallel_size != 1 || f.rank != 0)
+  const bool tp = f.tensor_parallel_size > 1;
+  if (f.rank >= f.tensor_parallel_size)
+    return fail(kExitUsage, "--rank " + std::to_string(f.rank) + " is outside --tensor-parallel-size " +
+                                std::to_string(f.tensor_parallel_size) + " (ranks are 0..size-1)");
+  if (tp && f.backend != "cpu")
     return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
-                                " / --rank " + std::to_string(f.rank) +
-                                ": tensor parallelism is not built yet (run with --tensor-parallel-size 1)");
+                                " on --backend " + f.backend +
+                                ": the NCCL communicator is not built (use --backend cpu, Gloo)");
+  if (tp && !f.dry_run_memory && f.master.empty())
+    return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
+                                " needs --master HOST:PORT (rank 0's rendezvous address; rank 0 binds it)");
+  if (tp && !f.dry_run_memory && !std::getenv("SPARKCTL_RDZV_TOKEN"))
+    return fail(kExitUsage, "$SPARKCTL_RDZV_TOKEN is empty (export the same rendezvous token on every rank)");
   if (f.kv_cache_dtype != "auto")
     return fail(kExitUsage, "--kv-cache-dtype " + f.kv_cache_dtype +
                                 " is not built yet (the KV cache uses the backend's dtype; pass auto)");
@@ -71,7 +121,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
     device_bytes = *queried;
   }
   const char* key = std::getenv(f.api_key_env.c_str());
-  if (!f.dry_run_memory && (!key || !*key))
+  if (!f.dry_run_memory && f.rank == 0 && (!key || !*key))
     return fail(kExitUsage,
                 "$" + f.api_key_env + " is empty (export it, or name another variable with --api-key-env)");
 
@@ -83,8 +133,25 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  auto model = rt::Model::load(f.model, rt::LoadOptions{f.backend, f.rank, f.tensor_parallel_size});
-  if (!model.ok()) return fail(kExitFailed, model.error().what());
+  // TP: join before loading (workers may start first and wait); --dry-run-memory sizes this rank's
+  // shard without a group.
+  std::unique_ptr<rt::dist::ProcessGroup> group;
+  std::unique_ptr<rt::dist::Communicator> offline;
+  rt::LoadOptions lo{f.backend, f.rank, f.tensor_parallel_size};
+  if (tp && f.dry_run_memory) {
+    offline = rt::dist::make_offline_communicator(f.rank, f.tensor_parallel_size);
+    lo.comm = offline.get();
+  } else if (tp) {
+    auto g = join(f);
+    if (!g.ok()) return fail(kExitFailed, g.error().what());
+    group = std::move(*g);
+    lo.comm = &group->comm();
+  }
+  auto model = rt::Model::load(f.model, lo);
+  if (!model.ok()) {
+    if (group) die(model.error().what());
+    return fail(kExitFailed, model.error().what());
+  }
   rt::Model& m = **model;
   const auto& mc = m.config();
   const int max_len = f.max_model_len > 0 ? f.max_model_len : mc.max_position_embeddings;
@@ -111,15 +178,44 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
     std::cout << j.dump(2) << "\n";
     return plan.ok() ? kExitOk : kExitFailed;
   }
-  if (!plan.ok()) return fail(kExitFailed, plan.error().what());
+  if (!plan.ok()) {
+    if (group) die(plan.error().what());
+    return fail(kExitFailed, plan.error().what());
+  }
   for (const auto& line : plan->log_lines()) spdlog::info("{}", line);
+  if (group && f.rank != 0) {            // a worker: no HTTP, follow rank 0 until it ends the group
+    std::thread([sigs, rank = f.rank] {  // asked to stop: leave at once (rank 0 then reports the loss)
+      int sig = 0;
+      sigwait(&sigs, &sig);
+      spdlog::warn("rank {}: signal {}: leaving the group (rank 0 and the other ranks exit too)", rank, sig);
+      std::fflush(stdout);
+      std::_Exit(kExitOk);
+    })
+        .detach();
+    std::printf("rank %d: following rank 0 at %s\n", f.rank, f.master.c_str());
+    std::fflush(stdout);
+    Status st = rt::follow_leader(m, *group, plan->num_blocks);
+    if (!st.ok()) die_after_grace(f.tp_peer_timeout_s, st.error().what());
+    group->close();
+    return kExitOk;
+  }
 
   auto tok = rt::Tokenizer::load(f.model);
   if (!tok.ok()) return fail(kExitFailed, tok.error().what());
   auto chat = rt::load_chat_config(f.model);
   if (!chat.ok()) return fail(kExitFailed, chat.error().what());
-  if (Status st = m.allocate_kv(plan->num_blocks, f.block_size); !st.ok())
+  // Rank 0 of a group drives the workers through the leader (every allocate/forward broadcast first).
+  std::unique_ptr<rt::LeaderModel> leader;
+  if (group)
+    leader = std::make_unique<rt::LeaderModel>(m, *group, [grace = f.tp_peer_timeout_s](const Error& e) {
+      die_after_grace(
+          grace, "rank 0: " + e.what() + "; the group is out of step, every rank exits (restart all ranks)");
+    });
+  rt::Model& em = leader ? static_cast<rt::Model&>(*leader) : m;
+  if (Status st = em.allocate_kv(plan->num_blocks, f.block_size); !st.ok()) {
+    if (group) die(st.error().what());
     return fail(kExitFailed, st.error().what());
+  }
 
   rt::Metrics metrics;
   rt::EngineConfig ec;
@@ -127,7 +223,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   ec.max_model_len = max_len;
   ec.eos_ids = mc.eos_token_ids;
   ec.base_seed = f.seed;
-  rt::Engine engine(m, ec, &metrics);
+  rt::Engine engine(em, ec, &metrics);
   metrics.set_gauge_source([&engine] { return engine.gauges(); });
 
   rt::HttpConfig hc;
@@ -166,6 +262,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   spdlog::info("state dir {}", ctx.global.state_dir);
   server.run();
   engine.stop();
+  if (group) group->close();  // the workers leave with success
   if (sig_thread.joinable()) {
     pthread_kill(sig_thread.native_handle(), SIGTERM);  // wake sigwait if stop came from elsewhere
     sig_thread.join();
@@ -190,10 +287,18 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--port", f->port, "HTTP port (0 = any free port)")->check(CLI::Range(0, 65535));
   s->add_option("--api-key-env", f->api_key_env, "environment variable holding the API key (required)");
   s->add_option("--backend", f->backend, "compute backend")->check(CLI::IsMember({"cpu", "cuda"}));
-  s->add_option("--tensor-parallel-size", f->tensor_parallel_size, "TP world size (only 1 is built)")
+  s->add_option("--tensor-parallel-size", f->tensor_parallel_size,
+                "TP world size (> 1: cpu backend over Gloo; token from $SPARKCTL_RDZV_TOKEN)")
       ->check(CLI::PositiveNumber);
-  s->add_option("--rank", f->rank, "this process's TP rank")->check(CLI::NonNegativeNumber);
-  s->add_option("--master", f->master, "HOST:PORT of the rank-0 rendezvous (TP > 1)");
+  s->add_option("--rank", f->rank, "this process's TP rank (0 serves HTTP and schedules)")
+      ->check(CLI::NonNegativeNumber);
+  s->add_option("--master", f->master, "HOST:PORT of the rank-0 rendezvous (TP > 1; rank 0 binds it)");
+  s->add_option("--tp-join-timeout", f->tp_join_timeout_s,
+                "seconds ranks wait for each other at the rendezvous")
+      ->check(CLI::PositiveNumber);
+  s->add_option("--tp-peer-timeout", f->tp_peer_timeout_s,
+                "seconds without a heartbeat after which a rank is lost (every rank then exits 1)")
+      ->check(CLI::PositiveNumber);
   s->add_option("--gpu-memory-utilization", f->gpu_memory_utilization, "fraction of device memory to use")
       ->check(CLI::Range(0.0, 1.0));
   s->add_option("--device-memory-gib", f->device_memory_gib,

@@ -3,7 +3,8 @@
 namespace spk {
 
 Capabilities build_capabilities() {
-  // Today's runtime: bf16/fp16/fp32 KV pages, plain decoding, every rank on one node.
+  // Today's runtime: bf16/fp16/fp32 KV pages, plain decoding, every rank on one node, TP > 1 on the
+  // CPU backend (Gloo) but not on CUDA (no NCCL communicator).
   return Capabilities{};
 }
 
@@ -54,9 +55,15 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
                        " nodes: the multi-node launch (per-node fabric env, worker-first start) is not wired "
                        "into up yet",
                    at("nodes")});
-  if (r.tensor_parallel > 1 && !caps.tensor_parallel)
+  if (r.tensor_parallel > 1 && r.backend == Backend::cpu && !caps.tensor_parallel_cpu)
     out.push_back({Feature::tensor_parallel, "tensor_parallel", std::to_string(r.tensor_parallel),
                    "the runtime serves one rank only (--tensor-parallel-size 1)", at("tensor_parallel")});
+  if (r.tensor_parallel > 1 && r.backend == Backend::cuda && !caps.tensor_parallel)
+    out.push_back(
+        {Feature::tensor_parallel, "tensor_parallel", std::to_string(r.tensor_parallel),
+         "tensor parallelism on backend cuda needs the NCCL communicator, which is not built (TP > 1 "
+         "runs on backend cpu over Gloo only; multi-GPU NCCL is unverified)",
+         at("tensor_parallel")});
   return out;
 }
 

@@ -17,7 +17,8 @@ struct Capabilities {
   bool kv_cache_4bit = false;         // fp4 / nvfp4 KV cache pages
   bool speculative_decoding = false;  // any drafter (EAGLE-3, EAGLE, MTP, n-gram)
   bool multi_node = false;            // ranks on more than one node (needs the fabric module)
-  bool tensor_parallel = false;       // more than one rank (runtime serve: "only 1 is built")
+  bool tensor_parallel = false;       // more than one rank on backend cuda (NCCL communicator: not built)
+  bool tensor_parallel_cpu = true;    // more than one rank on backend cpu (Gloo; runtime serve builds it)
 };
 
 // This binary's capabilities.

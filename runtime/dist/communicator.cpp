@@ -17,6 +17,23 @@ class SingleCommunicator final : public Communicator {
   }
 };
 
+class OfflineCommunicator final : public Communicator {
+ public:
+  OfflineCommunicator(int rank, int world) : rank_(rank), world_(world) {}
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string_view name() const override { return "offline"; }
+  Status all_reduce_sum(float*, size_t, void*) override { return refuse(); }
+  Status all_gather(const float*, float*, size_t, void*) override { return refuse(); }
+
+ private:
+  Error refuse() const {
+    return make_error("rank " + std::to_string(rank_) + " has no process group (offline communicator)",
+                      "join the group before running a step");
+  }
+  int rank_, world_;
+};
+
 Status check_f32(const Tensor& t, const char* what) {
   if (t.dtype != DType::f32)
     return make_error(std::string(what) + " must be f32", "convert before the collective");
@@ -25,6 +42,10 @@ Status check_f32(const Tensor& t, const char* what) {
 }  // namespace
 
 std::unique_ptr<Communicator> make_single_communicator() { return std::make_unique<SingleCommunicator>(); }
+
+std::unique_ptr<Communicator> make_offline_communicator(int rank, int world) {
+  return std::make_unique<OfflineCommunicator>(rank, world);
+}
 
 Status all_reduce_sum(Backend& be, Communicator& comm, Tensor& t) {
   SPK_TRY(check_f32(t, "all_reduce_sum tensor"));

@@ -34,6 +34,9 @@ class Communicator {
 
 // world == 1: every collective is the identity (TP=1 runs the same layer code without a library).
 std::unique_ptr<Communicator> make_single_communicator();
+// Rank `rank` of `world` with no peers: loading a rank's shard works, every collective is an error
+// (runtime serve --dry-run-memory sizes one rank without a group).
+std::unique_ptr<Communicator> make_offline_communicator(int rank, int world);
 
 // The layers' entry points: run the collective in the backend's op order (Backend::enqueue_external).
 // t must be f32 and contiguous; all_gather_rows: out [world * n, ...] from in [n, ...].

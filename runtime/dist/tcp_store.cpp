@@ -1,10 +1,12 @@
 #include "runtime/dist/tcp_store.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace spk::rt::dist {
 
@@ -54,6 +56,11 @@ void StoreServer::stop() {
   listen_fd_ = -1;
 }
 
+int StoreServer::token_refusals() const {
+  std::lock_guard lk(mu_);
+  return token_refusals_;
+}
+
 void StoreServer::accept_loop() {
   for (;;) {
     {
@@ -73,6 +80,11 @@ void StoreServer::serve(FrameSocket s) {
   if (!hello.ok()) return;
   const std::string want = "SPK1 " + token_ + "\n";
   if (hello->compare(0, want.size(), want) != 0) {
+    {
+      std::lock_guard lk(mu_);
+      ++token_refusals_;
+    }
+    spdlog::warn("rendezvous: refused a connection with a wrong token (SPARKCTL_RDZV_TOKEN differs)");
     (void)s.send("ERR rendezvous token mismatch", after(std::chrono::seconds(1)));
     return;
   }
@@ -93,6 +105,10 @@ void StoreServer::serve(FrameSocket s) {
   }
   if (!s.send("OK", after(std::chrono::seconds(10))).ok()) return;
   if (kind == "ctrl") {
+    {
+      std::lock_guard lk(mu_);
+      std::erase(conn_fds_, s.fd());  // the control channel outlives the store
+    }
     on_ctrl_(rank, std::move(s));
     return;
   }

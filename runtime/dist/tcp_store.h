@@ -29,7 +29,9 @@ class StoreServer {
   StoreServer(std::string token, int world, std::function<void(int, FrameSocket)> on_ctrl);
   ~StoreServer();
   Status start(const HostPort& bind, int* bound_port);
-  void stop();
+  void stop();  // closes the listening socket and every store connection (handed-over ctrl sockets stay)
+  // Connections refused because their hello carried another token (reported in the missing-rank error).
+  [[nodiscard]] int token_refusals() const;
 
  private:
   void accept_loop();
@@ -39,7 +41,8 @@ class StoreServer {
   std::function<void(int, FrameSocket)> on_ctrl_;
   int listen_fd_ = -1;
   bool stopping_ = false;
-  std::mutex mu_;
+  int token_refusals_ = 0;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> kv_;
   std::vector<int> conn_fds_;

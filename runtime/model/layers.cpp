@@ -3,34 +3,6 @@
 #include <cmath>
 
 namespace spk::rt {
-namespace {
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-}  // namespace
-
-Result<Tensor> load_weight(Backend& be, const WeightSource& src, const std::string& name,
-                           const std::vector<int64_t>& shape, bool to_f32) {
-  SPK_ASSIGN(HostWeight hw, src.get(name));
-  if (hw.shape != shape)
-    return make_error("tensor '" + name + "' has shape " + shape_str(hw.shape) + ", config.json implies " +
-                          shape_str(shape),
-                      "the checkpoint and its config.json disagree: regenerate or re-download it");
-  return be.import_weight(hw.data, hw.dtype, shape, src.keepalive(), to_f32 ? DType::f32 : hw.dtype);
-}
-
-Status Linear::load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
-                    bool with_bias) {
-  SPK_ASSIGN(w, load_weight(be, src, prefix + ".weight", {out, in}, false));
-  if (with_bias) {
-    SPK_ASSIGN(bias, load_weight(be, src, prefix + ".bias", {out}, true));
-  }
-  return ok_status();
-}
 
 Status RmsNorm::load(Backend& be, const WeightSource& src, const std::string& name, int64_t d, double e) {
   SPK_ASSIGN(w, load_weight(be, src, name, {d}, true));
@@ -38,16 +10,19 @@ Status RmsNorm::load(Backend& be, const WeightSource& src, const std::string& na
   return ok_status();
 }
 
-Status SelfAttention::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c) {
-  hq = c.num_attention_heads, hk = c.num_key_value_heads, hd = c.head_dim;
-  const int64_t H = c.hidden_size;
+Status SelfAttention::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c,
+                           const TpContext& tp) {
+  hq = tp.plan.q_heads.count, hk = tp.plan.kv_heads.count, hd = c.head_dim;
+  const int64_t H = c.hidden_size, HQ = int64_t{c.num_attention_heads} * hd,
+                HK = int64_t{c.num_key_value_heads} * hd;
+  const ShardRange qr{tp.plan.q_heads.begin * hd, hq * hd}, kvr{tp.plan.kv_heads.begin * hd, hk * hd};
   // HF: q/k/v carry a bias when attention_bias (Qwen2: always); o_proj too for Llama and Qwen3.
   const bool qkv_bias = c.attention_bias;
   const bool o_bias = c.attention_bias && (c.arch == Arch::llama || c.arch == Arch::qwen3);
-  SPK_TRY(q_proj.load(be, src, p + ".q_proj", int64_t{hq} * hd, H, qkv_bias));
-  SPK_TRY(k_proj.load(be, src, p + ".k_proj", int64_t{hk} * hd, H, qkv_bias));
-  SPK_TRY(v_proj.load(be, src, p + ".v_proj", int64_t{hk} * hd, H, qkv_bias));
-  SPK_TRY(o_proj.load(be, src, p + ".o_proj", H, int64_t{hq} * hd, o_bias));
+  SPK_TRY(q_proj.load(be, src, p + ".q_proj", HQ, H, qr, qkv_bias));
+  SPK_TRY(k_proj.load(be, src, p + ".k_proj", HK, H, kvr, qkv_bias));
+  SPK_TRY(v_proj.load(be, src, p + ".v_proj", HK, H, kvr, qkv_bias));
+  SPK_TRY(o_proj.load(be, src, p + ".o_proj", H, HQ, qr, o_bias, *tp.comm));
   qk_norm = c.qk_norm;
   if (qk_norm) {
     SPK_TRY(q_norm.load(be, src, p + ".q_norm.weight", hd, c.rms_norm_eps));
@@ -76,11 +51,12 @@ Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_fre
   return o_proj.forward(be, a.attn.reshape({n, int64_t{hq} * hd}), a.delta);
 }
 
-Status Mlp::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c) {
+Status Mlp::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c,
+                 const TpContext& tp) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, false));
-  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, false));
-  return down_proj.load(be, src, p + ".down_proj", H, I, false);
+  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, tp.plan.mlp, false));
+  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, tp.plan.mlp, false));
+  return down_proj.load(be, src, p + ".down_proj", H, I, tp.plan.mlp, false, *tp.comm);
 }
 
 Status Mlp::forward(Backend& be, Activations& a) const {
@@ -90,13 +66,14 @@ Status Mlp::forward(Backend& be, Activations& a) const {
   return down_proj.forward(be, a.act, a.delta);
 }
 
-Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const ModelConfig& c) {
+Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const ModelConfig& c,
+                          const TpContext& tp) {
   const std::string p = "model.layers." + std::to_string(index);
   SPK_TRY(input_layernorm.load(be, src, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
   SPK_TRY(post_attention_layernorm.load(be, src, p + ".post_attention_layernorm.weight", c.hidden_size,
                                         c.rms_norm_eps));
-  SPK_TRY(self_attn.load(be, src, p + ".self_attn", c));
-  return mlp.load(be, src, p + ".mlp", c);
+  SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
+  return mlp.load(be, src, p + ".mlp", c, tp);
 }
 
 uint64_t DecoderLayer::bytes() const {

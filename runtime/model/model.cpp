@@ -9,9 +9,6 @@ namespace spk::rt {
 
 Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::shared_ptr<WeightSource> weights,
                                            const LoadOptions& opts) {
-  if (opts.tp_world != 1 || opts.tp_rank != 0)
-    return make_error("tensor parallelism (tp_world " + std::to_string(opts.tp_world) + ") is not built yet",
-                      "run with tp_world 1");
   // Every architecture parse_model_config accepts is a dense pre-norm decoder that the Transformer runs;
   // the per-architecture differences (biases, q/k norm, sliding window, rope scaling) are config facts.
   switch (config.arch) {
@@ -24,8 +21,13 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
       return make_error("architecture '" + config.architecture + "' has no model graph",
                         "use a Llama, Mistral, Qwen2 or Qwen3 checkpoint");
   }
+  SPK_ASSIGN(TpShardPlan plan, plan_tp_shard(config, opts.tp_rank, opts.tp_world));
+  if (opts.tp_world > 1 && opts.comm == nullptr)
+    return make_error(
+        "tensor-parallel world " + std::to_string(opts.tp_world) + " needs the group's communicator",
+        "join the process group (runtime/dist) before loading");
   SPK_ASSIGN(std::unique_ptr<Backend> be, make_backend({.name = opts.backend, .threads = opts.threads}));
-  return Transformer::create(config, std::move(weights), std::move(be));
+  return Transformer::create(config, std::move(weights), std::move(be), TpContext{plan, opts.comm});
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& model_dir, const LoadOptions& opts) {

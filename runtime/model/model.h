@@ -12,11 +12,18 @@
 
 namespace spk::rt {
 
+namespace dist {
+class Communicator;
+}
+
 struct LoadOptions {
   std::string backend = "cpu";  // "cpu" (fp32 reference) | "cuda" (when built)
-  int tp_rank = 0;              // tensor parallelism (later issue): this rank's slice
+  int tp_rank = 0;              // tensor parallelism: this rank's slice (runtime/model/tp_shard.h)
   int tp_world = 1;
   int threads = 0;  // CPU backend worker threads, 0 = hardware concurrency
+  // The group's communicator (rank/world must equal tp_rank/tp_world; outlives the model). Required when
+  // tp_world > 1; world 1 uses the single communicator.
+  dist::Communicator* comm = nullptr;
 };
 
 class WeightSource;
@@ -41,7 +48,8 @@ class Model {
   [[nodiscard]] virtual int block_size() const = 0;
   [[nodiscard]] virtual int num_blocks() const = 0;
 
-  // One step. `logits` is resized to batch.logit_rows.size() x vocab_size (fp32, row-major).
+  // One step. `logits` is resized to batch.logit_rows.size() x vocab_size (fp32, row-major). Tensor
+  // parallel: every rank runs the same batch (collectives inside) and gets the full logits.
   virtual Status forward(const StepBatch& batch, std::vector<float>& logits) = 0;
 };
 

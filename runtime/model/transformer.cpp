@@ -5,9 +5,22 @@
 namespace spk::rt {
 
 Result<std::unique_ptr<Model>> Transformer::create(const ModelConfig& cfg, std::shared_ptr<WeightSource> src,
-                                                   std::unique_ptr<Backend> be) {
+                                                   std::unique_ptr<Backend> be, TpContext tp) {
   std::unique_ptr<Transformer> m(new Transformer());
   m->cfg_ = cfg;
+  if (tp.comm == nullptr) {
+    if (tp.plan.world != 1)
+      return make_error("tensor-parallel world " + std::to_string(tp.plan.world) + " without a communicator",
+                        "join the process group first");
+    m->single_ = dist::make_single_communicator();
+    tp.comm = m->single_.get();
+  }
+  if (tp.comm->world() != tp.plan.world || tp.comm->rank() != tp.plan.rank)
+    return make_error("communicator is rank " + std::to_string(tp.comm->rank()) + " of " +
+                          std::to_string(tp.comm->world()) + ", the shard plan rank " +
+                          std::to_string(tp.plan.rank) + " of " + std::to_string(tp.plan.world),
+                      "load the model with the group's rank and world");
+  m->tp_ = tp;
   m->src_ = std::move(src);
   m->be_ = std::move(be);
   SPK_TRY(m->load(*m->src_));
@@ -16,25 +29,26 @@ Result<std::unique_ptr<Model>> Transformer::create(const ModelConfig& cfg, std::
 
 Status Transformer::load(const WeightSource& src) {
   const ModelConfig& c = cfg_;
-  SPK_ASSIGN(embed_,
-             load_weight(*be_, src, "model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, false));
-  weight_bytes_ = embed_.nbytes();
+  SPK_TRY(
+      embed_.load(*be_, src, "model.embed_tokens.weight", c.vocab_size, c.hidden_size, tp_.plan, *tp_.comm));
+  weight_bytes_ = embed_.bytes();
   layers_.resize(c.num_hidden_layers);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
-    SPK_TRY(layers_[i].load(*be_, src, i, c));
+    SPK_TRY(layers_[i].load(*be_, src, i, c, tp_));
     weight_bytes_ += layers_[i].bytes();
   }
   SPK_TRY(final_norm_.load(*be_, src, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
   weight_bytes_ += final_norm_.w.nbytes();
   if (c.tie_word_embeddings) {
-    lm_head_ = embed_;  // HF ties lm_head to the embedding even when lm_head.weight is also stored
+    lm_head_.tie(embed_,
+                 c.vocab_size);  // HF ties lm_head to the embedding even when lm_head.weight is stored
   } else {
     if (!src.has("lm_head.weight"))
       return make_error(
           "config.json says tie_word_embeddings=false but the checkpoint has no 'lm_head.weight'",
           "set tie_word_embeddings=true in config.json or use a complete checkpoint");
-    SPK_ASSIGN(lm_head_, load_weight(*be_, src, "lm_head.weight", {c.vocab_size, c.hidden_size}, false));
-    weight_bytes_ += lm_head_.nbytes();
+    SPK_TRY(lm_head_.load(*be_, src, "lm_head.weight", c.vocab_size, c.hidden_size, tp_.plan, *tp_.comm));
+    weight_bytes_ += lm_head_.w.nbytes();
   }
   Llama3RopeScaling l3;
   if (c.rope_scaling) {
@@ -46,16 +60,19 @@ Status Transformer::load(const WeightSource& src) {
   return be_->upload(inv_freq_, inv.data(), inv.size() * sizeof(float));
 }
 
-// layers x (K + V) x kv_heads x head_dim x element size of the backend's KV dtype (CPU f32, CUDA bf16).
+// layers x (K + V) x this rank's kv_heads x head_dim x element size of the backend's KV dtype (CPU f32,
+// CUDA bf16).
 uint64_t Transformer::kv_bytes_per_token() const {
-  return uint64_t{dtype_size(be_->kv_cache_dtype())} * 2 * cfg_.num_hidden_layers * cfg_.num_key_value_heads *
+  return uint64_t{dtype_size(be_->kv_cache_dtype())} * 2 * cfg_.num_hidden_layers * tp_.plan.kv_heads.count *
          cfg_.head_dim;
 }
 
 uint64_t Transformer::activation_bytes(int max_tokens) const {
-  const uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * cfg_.num_attention_heads * cfg_.head_dim +
-                             2ull * cfg_.num_key_value_heads * cfg_.head_dim + 3ull * cfg_.intermediate_size +
-                             3 /* ids, rows */ + cfg_.hidden_size + cfg_.vocab_size /* logits, worst case */;
+  const TpShardPlan& p = tp_.plan;
+  const uint64_t logits = p.world == 1 ? cfg_.vocab_size : (p.world + 1ull) * p.vocab_per_rank;
+  const uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
+                             2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count +
+                             3 /* ids, rows */ + cfg_.hidden_size + logits /* worst case */;
   return 4ull * per_token * static_cast<uint64_t>(std::max(max_tokens, 0));
 }
 
@@ -66,7 +83,7 @@ Status Transformer::allocate_kv(int num_blocks, int block_size) {
                       "pass a positive number of blocks and block size");
   k_cache_.clear();
   v_cache_.clear();
-  const std::vector<int64_t> shape = {num_blocks, block_size, cfg_.num_key_value_heads, cfg_.head_dim};
+  const std::vector<int64_t> shape = {num_blocks, block_size, tp_.plan.kv_heads.count, cfg_.head_dim};
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     SPK_ASSIGN(Tensor k, be_->alloc(be_->kv_cache_dtype(), shape));
     SPK_ASSIGN(Tensor v, be_->alloc(be_->kv_cache_dtype(), shape));
@@ -82,8 +99,8 @@ Status Transformer::reserve(int64_t n, int64_t m) {
   const ModelConfig& c = cfg_;
   if (n > cap_tokens_) {
     n = std::max(n, std::min<int64_t>(2 * cap_tokens_, 8192));
-    const int64_t H = c.hidden_size, hq = c.num_attention_heads, hk = c.num_key_value_heads, hd = c.head_dim,
-                  I = c.intermediate_size;
+    const int64_t H = c.hidden_size, hq = tp_.plan.q_heads.count, hk = tp_.plan.kv_heads.count,
+                  hd = c.head_dim, I = tp_.plan.mlp.count;
     SPK_ASSIGN(cap_.resid, be_->alloc(DType::f32, {n, H}));
     SPK_ASSIGN(cap_.h, be_->alloc(DType::f32, {n, H}));
     SPK_ASSIGN(cap_.delta, be_->alloc(DType::f32, {n, H}));
@@ -100,7 +117,10 @@ Status Transformer::reserve(int64_t n, int64_t m) {
   if (m > cap_logits_) {
     SPK_ASSIGN(rows_cap_, be_->alloc(DType::i32, {m}));
     SPK_ASSIGN(last_cap_, be_->alloc(DType::f32, {m, c.hidden_size}));
-    SPK_ASSIGN(logits_cap_, be_->alloc(DType::f32, {m, c.vocab_size}));
+    SPK_ASSIGN(logits_cap_, be_->alloc(DType::f32, {m, lm_head_.local_width()}));
+    if (tp_.plan.world > 1) {
+      SPK_ASSIGN(gathered_cap_, be_->alloc(DType::f32, {tp_.plan.world * m, lm_head_.local_width()}));
+    }
     cap_logits_ = m;
   }
   return ok_status();
@@ -185,10 +205,10 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
                           {&a.act, &cap_.act}})
     *dst = src->rows(0, n);
   Tensor ids = ids_cap_.rows(0, n);
-  SPK_TRY(be_->upload(ids, batch.tokens.data(), n * sizeof(int32_t)));
+  SPK_TRY(embed_.upload_ids(*be_, batch.tokens, ids));
   SPK_TRY(be_->begin_step(meta));
 
-  SPK_TRY(be_->embedding(embed_, ids, a.resid));
+  SPK_TRY(embed_.forward(*be_, ids, a.resid));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const DecoderLayer& L = layers_[l];
     if (l == 0) {
@@ -207,9 +227,8 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
   Tensor rows = rows_cap_.rows(0, m), last = last_cap_.rows(0, m), out = logits_cap_.rows(0, m);
   SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
   SPK_TRY(be_->gather_rows(a.h, rows, last));
-  SPK_TRY(be_->linear(last, lm_head_, nullptr, out));
-  SPK_TRY(be_->synchronize());
-  return be_->download(out, logits.data(), logits.size() * sizeof(float));
+  Tensor gathered = tp_.plan.world > 1 ? gathered_cap_.rows(0, tp_.plan.world * m) : Tensor{};
+  return lm_head_.forward(*be_, last, out, gathered, logits);
 }
 
 }  // namespace spk::rt

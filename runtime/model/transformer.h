@@ -1,5 +1,7 @@
 // The decoder-only transformer behind Model (internal header): embedding -> N x DecoderLayer ->
 // final norm -> lm_head (tied to the embedding when the config says so), over the paged KV pool.
+// Tensor parallel: this rank's slice of every layer (tp.plan); the layers run the collectives, so
+// every rank computes the same residual stream and the full logits.
 #pragma once
 
 #include <memory>
@@ -8,13 +10,15 @@
 #include "kernels/backend.h"
 #include "runtime/model/layers.h"
 #include "runtime/model/model.h"
+#include "runtime/model/vocab_parallel.h"
 
 namespace spk::rt {
 
 class Transformer final : public Model {
  public:
+  // tp.comm must outlive the model; world 1 may pass no communicator.
   static Result<std::unique_ptr<Model>> create(const ModelConfig& cfg, std::shared_ptr<WeightSource> src,
-                                               std::unique_ptr<Backend> be);
+                                               std::unique_ptr<Backend> be, TpContext tp);
 
   [[nodiscard]] const ModelConfig& config() const override { return cfg_; }
   [[nodiscard]] uint64_t weight_bytes() const override { return weight_bytes_; }
@@ -34,7 +38,11 @@ class Transformer final : public Model {
   ModelConfig cfg_;
   std::shared_ptr<WeightSource> src_;
   std::unique_ptr<Backend> be_;
-  Tensor embed_, lm_head_, inv_freq_;
+  TpContext tp_;
+  std::unique_ptr<dist::Communicator> single_;  // world 1 without a caller's communicator
+  VocabParallelEmbedding embed_;
+  VocabParallelLmHead lm_head_;
+  Tensor inv_freq_;
   RmsNorm final_norm_;
   std::vector<DecoderLayer> layers_;
   std::vector<Tensor> k_cache_, v_cache_;
@@ -42,7 +50,7 @@ class Transformer final : public Model {
   uint64_t weight_bytes_ = 0;
   // Activation storage sized for cap_tokens_ / cap_logits_ rows; each step takes [n] views.
   Activations cap_;
-  Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_;
+  Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_, gathered_cap_;
   int64_t cap_tokens_ = 0, cap_logits_ = 0;
 };
 

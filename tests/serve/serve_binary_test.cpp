@@ -94,9 +94,9 @@ TEST(ServeBinary, RefusesATooSmallBudgetWithTheGmuThatFits) {
 }
 
 TEST(ServeBinary, RefusesTensorParallelAndMissingKey) {
-  auto tp = run(serve_cmd("--device-memory-gib 1", 2));
+  auto tp = run(serve_cmd("--device-memory-gib 1", 2));  // TP needs rank 0's rendezvous address
   EXPECT_EQ(tp.code, 2) << tp.out;
-  EXPECT_NE(tp.out.find("not built yet"), std::string::npos) << tp.out;
+  EXPECT_NE(tp.out.find("needs --master HOST:PORT"), std::string::npos) << tp.out;
   auto nokey = run("env -u SPK_SERVE_TEST_KEY " +
                    serve_cmd("--device-memory-gib 1")
                        .substr(std::string("SPK_SERVE_TEST_KEY=").size() + std::string(kKey).size() + 1));
