@@ -244,9 +244,11 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
                  f.host);
   engine.start();
 
-  // Readiness means real tokens through the whole engine, at every decode batch size
-  // (runtime/serve/warmup.h).
-  auto warm = rt::warm_decode_buckets(engine, f.max_num_seqs, mc.bos_token_id >= 0 ? mc.bos_token_id : 0);
+  // Readiness means real tokens through the whole engine; on cuda at every decode batch size, so each
+  // CUDA graph bucket exists before the first request (runtime/serve/warmup.h). The CPU backend keeps no
+  // per-shape state, so one sequence is enough there.
+  const int warm_seqs = f.backend == "cuda" ? f.max_num_seqs : 1;
+  auto warm = rt::warm_decode_buckets(engine, warm_seqs, mc.bos_token_id >= 0 ? mc.bos_token_id : 0);
   if (!warm.ok()) return fail(kExitFailed, "warmup: " + warm.error().what());
   spdlog::info("warmup: decoded at every batch size 1..{} in {:.2f} s", warm->sequences, warm->seconds);
 
