@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/serve_daemon.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -104,66 +106,9 @@ TEST(ServeBinary, RefusesTensorParallelAndMissingKey) {
   EXPECT_NE(nokey.out.find("SPK_SERVE_TEST_KEY"), std::string::npos) << nokey.out;
 }
 
-// A live daemon: spawned with a pipe on stdout+stderr; ready when it prints its readiness line.
-class Daemon {
- public:
-  bool start(const std::string& args) {
-    int fds[2];
-    if (::pipe(fds) != 0) return false;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::dup2(fds[1], 2);
-      ::close(fds[0]);
-      ::setenv("SPK_SERVE_TEST_KEY", kKey, 1);
-      std::string cmd = serve_cmd(args);
-      ::execl("/bin/sh", "sh", "-c", ("exec env " + cmd).c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < deadline) {
-      ssize_t n = ::read(fd_, buf, sizeof buf);
-      if (n <= 0) return false;
-      log_.append(buf, static_cast<size_t>(n));
-      auto p = log_.find("ready: serving tiny on http://127.0.0.1:");
-      if (p != std::string::npos && log_.find('\n', p) != std::string::npos) {
-        port_ = std::stoi(log_.substr(p + std::string("ready: serving tiny on http://127.0.0.1:").size()));
-        // Keep draining the pipe so the daemon never blocks on a full stdout.
-        drain_ = std::thread([this] {
-          char b[4096];
-          while (::read(fd_, b, sizeof b) > 0) {
-          }
-        });
-        return true;
-      }
-    }
-    return false;
-  }
-  int stop() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-    if (drain_.joinable()) drain_.join();
-    ::close(fd_);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  }
-  ~Daemon() {
-    if (pid_ > 0) stop();
-  }
-  int port() const { return port_; }
-  const std::string& log() const { return log_; }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  int port_ = 0;
-  std::string log_;
-  std::thread drain_;
+// A live daemon of serve_cmd(args) (tests/support/serve_daemon.h).
+struct Daemon : spk::test::ServeDaemon {
+  bool start(const std::string& args) { return ServeDaemon::start(serve_cmd(args), "tiny"); }
 };
 
 TEST(ServeBinary, LiveServerWithARealSyntheticModel) {
