@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "orchestrator/deploy/readiness.h"
+#include "orchestrator/gmu/gmu_store.h"
 #include "orchestrator/node/runtime_procs.h"
 #include "orchestrator/node/shm_segments.h"
 #include "tests/deploy/deploy_test_support.h"
@@ -79,6 +80,58 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   for (const auto& e : fs::recursive_directory_iterator(state))
     EXPECT_NE(e.path().extension(), ".pid") << e.path();
   EXPECT_EQ(test::run_sparkctl("status", env).code, 1) << "stopped is not ready";
+  kill_pidfiles(state);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace spk
+
+namespace spk {
+namespace {
+
+// Readiness is not granted before the warmup ends: a warmup request that fails (the stand-in answers 500
+// to max_tokens >= 6) fails `up`, prints the tail of the node's log, stops what it started, and the
+// deployment is never marked ready. Also: `up` uses the GMU stored by `gmu bisect --write`.
+TEST(UpLocal, FailedWarmupMeansNeverReadyAndNothingLeftRunning) {
+  const std::string dir = temp_dir("up-warm");
+  ASSERT_FALSE(dir.empty());
+  const std::string state = dir + "/state", lane = dir + "/lane-wf.yaml";
+  fs::create_directories(dir + "/shm");
+  ASSERT_TRUE(
+      write_file_atomic(lane,
+                        "name: lane-wf\nbackend: cpu\nmodel: {path: /nonexistent/m, served_name: fake}\n"
+                        "device_memory_gib: 1\nport: " +
+                            std::to_string(free_port()) + "\nmaster_port: " + std::to_string(free_port()) +
+                            "\nenv: {SPK_FAKE_FAIL_MAX_TOKENS: \"6\"}\n"
+                            "warmup:\n  - {prompt_tokens: 8, max_tokens: 2}\n"
+                            "  - {prompt_tokens: 8, max_tokens: 6}\n")
+          .ok());
+  const std::string env = "SPARKCTL_STATE_DIR=" + state + " SPARKCTL_SHM_DIR=" + dir +
+                          "/shm SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE + " ";
+  // A stored GMU choice for this lane, model revision and node set replaces the recipe's value.
+  ASSERT_TRUE(write_gmu_choice(state, GmuChoice{"lane-wf", "", {"local"}, 0.777, 1000}).ok());
+  auto up = test::run_sparkctl("up " + lane + " --no-drop-caches", env);
+  EXPECT_EQ(up.code, 1) << up.out;
+  EXPECT_NE(up.out.find("gpu_memory_utilization 0.777 from"), std::string::npos) << up.out;
+  auto spec = read_file(state + "/deploy/spec.json");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_NE(spec->find("\"0.777\""), std::string::npos) << *spec;
+  EXPECT_NE(up.out.find("warmup request 2 failed"), std::string::npos) << up.out;
+  EXPECT_NE(up.out.find("[local/rank-0] fake serve: chat completion, max_tokens 6"), std::string::npos)
+      << "the tail of the node's log is shown: " << up.out;
+  EXPECT_NE(up.out.find("every rank started by this attempt is stopped"), std::string::npos) << up.out;
+  const auto at = up.out.find("rank 0 on local: pid ");
+  ASSERT_NE(at, std::string::npos) << up.out;
+  const int pid = std::stoi(up.out.substr(at + 21));
+  EXPECT_FALSE(pid_alive(pid));
+  json st = status_json(env);
+  EXPECT_EQ(st.value("phase", ""), "failed") << st.dump(2);
+  for (const auto& e : st["events"]) EXPECT_NE(e["kind"], "ready") << st.dump(2);
+  EXPECT_FALSE(st["supervisor"]["alive"].get<bool>())
+      << "no supervisor for a deployment that never got ready";
+  for (const auto& e : fs::recursive_directory_iterator(state))
+    EXPECT_NE(e.path().extension(), ".pid") << e.path();
   kill_pidfiles(state);
   fs::remove_all(dir);
 }

@@ -2,8 +2,8 @@
 // the same flags, and rank 0 answers the OpenAI routes the orchestrator uses — GET /health, POST
 // /v1/chat/completions with `Authorization: Bearer $<--api-key-env>` (401 otherwise), one token per
 // max_tokens — and prints the planner's "KV cache size: N tokens" and "ready:" lines. Other ranks only
-// wait. SIGTERM/SIGINT end it with exit 0. It exits by itself after 600 s so that a leaked one cannot
-// outlive a test run for long.
+// wait. SIGTERM/SIGINT end it with exit 0. SPK_FAKE_FAIL_MAX_TOKENS=N: requests with max_tokens >= N get 500.
+// It exits by itself after 600 s so that a leaked one cannot outlive a test run for long.
 #include <httplib.h>
 #include <signal.h>
 
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string key = k;
+  const char* fail_env = std::getenv("SPK_FAKE_FAIL_MAX_TOKENS");  // requests asking this many tokens get 500
+  const int fail_from = fail_env ? std::atoi(fail_env) : 0;
   std::printf("fake serve: rank %d of %d, pid %d\n", rank, world, static_cast<int>(::getpid()));
   std::fflush(stdout);
   sigset_t sigs;
@@ -62,6 +64,13 @@ int main(int argc, char** argv) {
     }
     auto body = nlohmann::json::parse(req.body, nullptr, false);
     int max_tokens = body.is_object() ? body.value("max_tokens", 16) : 16;
+    std::printf("fake serve: chat completion, max_tokens %d\n", max_tokens);
+    std::fflush(stdout);
+    if (fail_from > 0 && max_tokens >= fail_from) {  // a fault for the tests: this shape breaks the engine
+      res.status = 500;
+      res.set_content(R"({"error":{"message":"fake serve: injected failure"}})", "application/json");
+      return;
+    }
     std::string text;
     for (int i = 0; i < max_tokens; ++i) text += "hi ";
     nlohmann::json out{
