@@ -6,6 +6,7 @@
 // It exits by itself after 600 s so that a leaked one cannot outlive a test run for long.
 #include <httplib.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -54,8 +55,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   httplib::Server s;
-  s.Get("/health",
-        [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+  // SPK_FAKE_HEALTH_FAIL_FILE=path: while that file exists /health answers 503 (a hung engine).
+  const char* hang_file = std::getenv("SPK_FAKE_HEALTH_FAIL_FILE");
+  s.Get("/health", [hang_file](const httplib::Request&, httplib::Response& res) {
+    if (hang_file && ::access(hang_file, F_OK) == 0) {
+      res.status = 503;
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
   s.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
     if (req.get_header_value("Authorization") != "Bearer " + key) {
       res.status = 401;
