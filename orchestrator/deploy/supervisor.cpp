@@ -99,12 +99,12 @@ int run_supervisor(const SupervisorOptions& opt, const std::atomic<bool>& stop) 
       const std::string msg = "gave up after " + std::to_string(backoff.total_restarts()) +
                               " restart(s) without 10 min of health; every rank is stopped";
       progress("supervise", msg);
-      append_event(dir, "give_up", msg);
-      save(dir, [&](DeployState& s) {
+      save(dir, [&](DeployState& s) {  // state first: whoever sees the event sees the state too
         s.phase = "failed";
         s.message = msg + " (last: " + reason + ")";
         for (auto& r : s.ranks) r.pid = 0, r.phase = "stopped";
       });
+      append_event(dir, "give_up", msg);
       return 1;
     }
     append_event(dir, "restart",

@@ -143,25 +143,27 @@ namespace spk {
 namespace {
 
 // Supervisor: rank 0 alive but its /health failing (a hang) -> every rank stopped and relaunched
-// ("hang", "restored", restarts 1); hung again and never healthy within the ready timeout -> after the
-// give-up budget (2 here) everything is stopped and the deployment is failed.
+// ("hang", "restored", restarts 1); hung again while every relaunch dies at start -> after the give-up
+// budget (2 here) everything is stopped and the deployment is failed.
 TEST(UpLocal, SupervisorRestartsAHungEngineThenGivesUp) {
   const std::string dir = temp_dir("up-hang");
   ASSERT_FALSE(dir.empty());
-  const std::string state = dir + "/state", lane = dir + "/lane-hang.yaml", hang = dir + "/hang";
+  const std::string state = dir + "/state", lane = dir + "/lane-hang.yaml", hang = dir + "/hang",
+                    dead = dir + "/dead";
   fs::create_directories(dir + "/shm");
   ASSERT_TRUE(
       write_file_atomic(lane,
                         "name: lane-hang\nbackend: cpu\nmodel: {path: /nonexistent/m, served_name: fake}\n"
                         "device_memory_gib: 1\nport: " +
                             std::to_string(free_port()) + "\nmaster_port: " + std::to_string(free_port()) +
-                            "\nenv: {SPK_FAKE_HEALTH_FAIL_FILE: \"" + hang + "\"}\n")
+                            "\nenv: {SPK_FAKE_HEALTH_FAIL_FILE: \"" + hang +
+                            "\", SPK_FAKE_START_FAIL_FILE: \"" + dead + "\"}\n")
           .ok());
   const std::string env =
       "SPARKCTL_STATE_DIR=" + state + " SPARKCTL_SHM_DIR=" + dir +
       "/shm SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE +
       " SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=300 SPARKCTL_RESTART_GIVE_UP=2 ";
-  auto up = test::run_sparkctl("up " + lane + " --no-drop-caches --ready-timeout 4", env);
+  auto up = test::run_sparkctl("up " + lane + " --no-drop-caches --ready-timeout 30", env);
   ASSERT_EQ(up.code, 0) << up.out;
   const int first = status_json(env)["ranks"][0]["pid"];
   const int sup = status_json(env)["supervisor"]["pid"];
@@ -184,9 +186,11 @@ TEST(UpLocal, SupervisorRestartsAHungEngineThenGivesUp) {
       std::chrono::seconds(30)))
       << st.dump(2);
   EXPECT_FALSE(pid_alive(first)) << "the hung rank was stopped";
-  ASSERT_TRUE(write_file_atomic(hang, "").ok());  // hung for good: relaunches never get healthy
-  ASSERT_TRUE(
-      eventually([&] { return has_event(st = status_json(env), "give_up"); }, std::chrono::seconds(60)))
+  ASSERT_TRUE(write_file_atomic(dead, "").ok());  // from now on every relaunch dies at start
+  ASSERT_TRUE(write_file_atomic(hang, "").ok());
+  ASSERT_TRUE(eventually(  // status reads state.json before the event log: wait for both
+      [&] { return has_event(st = status_json(env), "give_up") && st.value("phase", "") == "failed"; },
+      std::chrono::seconds(60)))
       << st.dump(2);
   EXPECT_EQ(st.value("phase", ""), "failed") << st.dump(2);
   EXPECT_TRUE(has_event(st, "restart_failed")) << st.dump(2);

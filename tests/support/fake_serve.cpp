@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string key = k;
+  // SPK_FAKE_START_FAIL_FILE=path: while that file exists the engine dies at start (exit 1).
+  if (const char* f = std::getenv("SPK_FAKE_START_FAIL_FILE"); f && ::access(f, F_OK) == 0) {
+    std::fprintf(stderr, "fake serve: %s exists: dying at start\n", f);
+    return 1;
+  }
   const char* fail_env = std::getenv("SPK_FAKE_FAIL_MAX_TOKENS");  // requests asking this many tokens get 500
   const int fail_from = fail_env ? std::atoi(fail_env) : 0;
   std::printf("fake serve: rank %d of %d, pid %d\n", rank, world, static_cast<int>(::getpid()));
