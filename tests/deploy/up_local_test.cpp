@@ -80,6 +80,10 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   for (const auto& e : fs::recursive_directory_iterator(state))
     EXPECT_NE(e.path().extension(), ".pid") << e.path();
   EXPECT_EQ(test::run_sparkctl("status", env).code, 1) << "stopped is not ready";
+  // Up right after down: the port's TIME_WAIT leftovers are not "in use" (nothing listens).
+  auto up2 = test::run_sparkctl("up lane-demo --no-drop-caches --ready-timeout 300", env);
+  EXPECT_EQ(up2.code, 0) << up2.out;
+  EXPECT_EQ(test::run_sparkctl("down", env).code, 0);
   kill_pidfiles(state);
   fs::remove_all(dir);
 }
