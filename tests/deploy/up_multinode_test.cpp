@@ -62,7 +62,7 @@ TEST(UpMultinode, SupervisedThreeNodeDeploymentSwitchDownAndHostKeys) {
   const std::string env = "SPARKCTL_STATE_DIR=" + dir + "/head SPARKCTL_CLUSTER=" + dir +
                           "/cluster.yaml SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE +
                           " SPARKCTL_SHM_DIR=" + dir +
-                          "/shm SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=500 ";
+                          "/shm SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=1000 ";
   struct Cleanup {
     std::string env, dir;
     ~Cleanup() {
