@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
   setup_runtime(app, ctx);
   setup_gmu(app, ctx);
   setup_bench(app, ctx);
+  setup_up(app, ctx);
+  setup_down(app, ctx);
+  setup_status(app, ctx);
+  setup_logs(app, ctx);
+  setup_supervise(app, ctx);
   setup_not_built_verbs(app, ctx);
 
   try {

@@ -26,6 +26,10 @@ constexpr VerbHelp kHelp[] = {
     {NodeVerb::kFacts, "memory, disk, runtime processes, shared-memory segments"},
     {NodeVerb::kPreflight, "every launch check of this node, one JSON report"},
     {NodeVerb::kClean, "kill stale sparkctl runtime process groups, remove leaked shm segments"},
+    {NodeVerb::kLaunch, "start a detached daemon from argv+env (setsid, pidfile, log)"},
+    {NodeVerb::kStop, "SIGTERM then SIGKILL the daemons' process groups, remove pidfiles"},
+    {NodeVerb::kPs, "the daemons of the pidfiles: alive or dead, uptime"},
+    {NodeVerb::kLogTail, "the tail of the daemons' logs (or from given offsets)"},
 };
 
 void run_node(NodeVerb verb, Context& ctx) {

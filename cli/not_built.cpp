@@ -27,13 +27,6 @@ void add_not_built(CLI::App& app, Context& ctx, const std::string& name, const s
 }
 
 void setup_not_built_verbs(CLI::App& app, Context& ctx) {
-  add_not_built(app, ctx, "up", "preflight, fabric, stage weights, launch workers first, warm, ready",
-                "issue #7");
-  add_not_built(app, ctx, "down", "stop every rank of the deployment", "issue #7");
-  add_not_built(app, ctx, "status", "per node and rank: pid, phase, uptime, restarts, endpoint", "issue #7");
-  add_not_built(app, ctx, "logs", "interleaved logs of every node", "issue #7");
-  add_not_built(app, ctx, "restart", "stop and relaunch the deployment worker-first", "issue #7");
-  add_not_built(app, ctx, "switch", "stop every rank, clean, relaunch another lane fresh", "issue #7");
   add_not_built(app, ctx, "stage", "download on the head, push to workers, verify", "issue #8");
 }
 

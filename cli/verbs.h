@@ -16,6 +16,11 @@ void setup_node(CLI::App& app, Context& ctx);
 void setup_runtime(CLI::App& app, Context& ctx);
 void setup_gmu(CLI::App& app, Context& ctx);
 void setup_bench(CLI::App& app, Context& ctx);
+void setup_up(CLI::App& app, Context& ctx);  // up, switch, restart
+void setup_down(CLI::App& app, Context& ctx);
+void setup_status(CLI::App& app, Context& ctx);
+void setup_logs(CLI::App& app, Context& ctx);
+void setup_supervise(CLI::App& app, Context& ctx);  // hidden: the supervisor daemon
 void setup_not_built_verbs(CLI::App& app, Context& ctx);
 
 }  // namespace spk::cli

@@ -16,10 +16,10 @@ namespace spk {
 namespace {
 
 constexpr std::string_view kTopKeys[] = {"name", "defaults", "nodes"};
-constexpr std::string_view kNodeKeys[] = {"name",   "role", "local",     "ssh",
-                                          "fabric", "gpus", "cache_dir", "state_dir"};
-constexpr std::string_view kDefaultKeys[] = {"ssh", "fabric", "gpus", "cache_dir", "state_dir"};
-constexpr std::string_view kSshKeys[] = {"host", "port", "user"};
+constexpr std::string_view kNodeKeys[] = {"name", "role",      "local",     "ssh",   "fabric",
+                                          "gpus", "cache_dir", "state_dir", "binary"};
+constexpr std::string_view kDefaultKeys[] = {"ssh", "fabric", "gpus", "cache_dir", "state_dir", "binary"};
+constexpr std::string_view kSshKeys[] = {"host", "port", "user", "identity", "known_hosts"};
 constexpr std::string_view kFabricKeys[] = {"interface", "hca", "ip"};
 
 bool is_word(std::string_view s) {
@@ -50,6 +50,14 @@ void read_common(YamlReader& y, const YAML::Node& m, const std::string& path, No
         y.error(YamlReader::find(ssh, "user"), p + ".user", "'" + *v + "' is not a user name",
                 "write a login name");
     }
+    for (auto key : {"identity", "known_hosts"})
+      if (auto v = y.str(ssh, key, p)) {
+        if (v->empty() || (*v)[0] != '/')
+          y.error(YamlReader::find(ssh, key), YamlReader::join(p, key),
+                  "'" + *v + "' is not an absolute path", "write /abs/file (no ~: nothing expands it)");
+        else
+          (std::string_view(key) == "identity" ? n.ssh.identity : n.ssh.known_hosts) = *v;
+      }
   }
   YAML::Node fab = YamlReader::find(m, "fabric");
   if (fab.IsDefined() && !fab.IsNull() && y.map(fab, path + ".fabric", kFabricKeys)) {
@@ -81,6 +89,16 @@ void read_common(YamlReader& y, const YAML::Node& m, const std::string& path, No
   }
   if (auto v = y.integer_in(m, "gpus", path, 1, 16, "set the GPUs on the node, like 1"))
     n.gpus = static_cast<int>(*v);
+  if (auto v = y.str(m, "binary", path)) {
+    if (v->empty() || (*v)[0] != '/' ||
+        v->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+/-") !=
+            std::string::npos)
+      y.error(YamlReader::find(m, "binary"), YamlReader::join(path, "binary"),
+              "'" + *v + "' is not an absolute path of [A-Za-z0-9._+/-]",
+              "write the node's sparkctl path, like /usr/local/bin/sparkctl");
+    else
+      n.binary = *v;
+  }
   for (auto key : {"cache_dir", "state_dir"}) {
     if (auto v = y.str(m, key, path)) {
       if (v->empty() || (*v)[0] != '/')
@@ -245,6 +263,9 @@ SshTarget ssh_target(const Node& n) {
   t.host = n.ssh.host;
   t.port = n.ssh.port;
   t.user = n.ssh.user;
+  if (!n.ssh.identity.empty()) t.identity_files = {n.ssh.identity};
+  t.known_hosts = n.ssh.known_hosts;
+  if (!n.binary.empty()) t.remote_binary = n.binary;
   return t;
 }
 
@@ -259,7 +280,12 @@ nlohmann::json to_json(const Cluster& c) {
         {"cache_dir", n.cache_dir},
         {"state_dir", n.state_dir},
         {"ssh", n.local ? nlohmann::json()
-                        : nlohmann::json{{"host", n.ssh.host}, {"port", n.ssh.port}, {"user", n.ssh.user}}},
+                        : nlohmann::json{{"host", n.ssh.host},
+                                         {"port", n.ssh.port},
+                                         {"user", n.ssh.user},
+                                         {"identity", n.ssh.identity},
+                                         {"known_hosts", n.ssh.known_hosts}}},
+        {"binary", n.binary},
         {"fabric", {{"interface", n.fabric.interface}, {"hca", n.fabric.hca}, {"ip", n.fabric.cidr}}}};
     nodes.push_back(j);
   }

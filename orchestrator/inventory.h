@@ -1,6 +1,7 @@
 // The cluster inventory: which nodes exist, how to reach them, and their fabric. YAML:
 //   name: sparks
-//   defaults: {ssh: {user, port}, fabric: {interface, hca: [..]}, gpus, cache_dir, state_dir}
+//   defaults: {ssh: {user, port, identity, known_hosts}, fabric: {interface, hca: [..]}, gpus, cache_dir,
+//              state_dir, binary}
 //   nodes:
 //     - {name: spark-a, role: head, ssh: {host: 192.168.1.10}, fabric: {ip: 10.10.10.1/24}}
 //     - {name: spark-b, role: worker, ssh: {host: 192.168.1.11}, fabric: {ip: 10.10.10.2/24}}
@@ -26,7 +27,9 @@ enum class NodeRole { head, worker };
 struct SshEndpoint {
   std::string host;
   int port = 22;
-  std::string user;  // empty = the current user
+  std::string user;         // empty = the current user
+  std::string identity;     // private key file; empty = ssh-agent, then ~/.ssh/id_*
+  std::string known_hosts;  // empty = ~/.ssh/known_hosts
 };
 
 struct FabricSpec {
@@ -46,6 +49,7 @@ struct Node {
   int gpus = 1;
   std::string cache_dir;  // weights and synthetic models live here
   std::string state_dir;  // pidfiles and logs of the runtime on that node
+  std::string binary;     // sparkctl on the node (remote; pushed when its hash differs); empty = default
   SourcePos pos;
 
   // The address other ranks use to reach this node: the fabric IP when set, else the SSH host.

@@ -11,11 +11,10 @@ namespace spk {
 std::string deploy_state_path(const std::string& state_dir) { return state_dir + "/deploy/state.json"; }
 
 Status write_deploy_state(const std::string& state_dir, const DeployState& s) {
-  nlohmann::json j{{"lane", s.lane},
-                   {"fingerprint", s.fingerprint},
-                   {"phase", s.phase},
-                   {"supervisor_pid", s.supervisor_pid},
-                   {"ranks", nlohmann::json::array()}};
+  nlohmann::json j{{"lane", s.lane},         {"fingerprint", s.fingerprint},
+                   {"phase", s.phase},       {"supervisor_pid", s.supervisor_pid},
+                   {"endpoint", s.endpoint}, {"api_key_file", s.api_key_file},
+                   {"message", s.message},   {"ranks", nlohmann::json::array()}};
   for (const auto& r : s.ranks)
     j["ranks"].push_back({{"rank", r.rank},
                           {"node", r.node},
@@ -24,7 +23,8 @@ Status write_deploy_state(const std::string& state_dir, const DeployState& s) {
                           {"started_ms", r.started_ms},
                           {"restarts", r.restarts},
                           {"endpoint", r.endpoint},
-                          {"kv_bytes", r.kv_bytes}});
+                          {"kv_bytes", r.kv_bytes},
+                          {"kv_tokens", r.kv_tokens}});
   ::mkdir(state_dir.c_str(), 0755);
   const std::string dir = state_dir + "/deploy";
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -46,6 +46,9 @@ Result<DeployState> read_deploy_state(const std::string& state_dir) {
   s.fingerprint = j.value("fingerprint", "");
   s.phase = j.value("phase", "");
   s.supervisor_pid = j.value("supervisor_pid", 0);
+  s.endpoint = j.value("endpoint", "");
+  s.api_key_file = j.value("api_key_file", "");
+  s.message = j.value("message", "");
   if (j.contains("ranks") && j["ranks"].is_array())
     for (const auto& rj : j["ranks"]) {
       if (!rj.is_object()) return make_error(path + ": a rank entry is not an object", "run sparkctl down");
@@ -58,6 +61,7 @@ Result<DeployState> read_deploy_state(const std::string& state_dir) {
       r.restarts = rj.value("restarts", 0);
       r.endpoint = rj.value("endpoint", "");
       r.kv_bytes = rj.value("kv_bytes", int64_t{0});
+      r.kv_tokens = rj.value("kv_tokens", int64_t{0});
       s.ranks.push_back(std::move(r));
     }
   return s;

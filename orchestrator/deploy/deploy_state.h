@@ -19,6 +19,7 @@ struct RankState {
   int restarts = 0;
   std::string endpoint;  // rank 0 only: http://host:port
   int64_t kv_bytes = 0;
+  int64_t kv_tokens = 0;  // rank 0: "KV cache size: N tokens" from its log; 0 = unknown
 };
 
 struct DeployState {
@@ -27,6 +28,9 @@ struct DeployState {
   std::string phase;  // planning | preflight | launching | warmup | ready | failed | stopped
   int supervisor_pid = 0;
   std::vector<RankState> ranks;
+  std::string endpoint;      // "http://127.0.0.1:8000/v1"
+  std::string api_key_file;  // where the API key is (0600); ranks get it through their env
+  std::string message;       // phase failed: why
 };
 
 std::string deploy_state_path(const std::string& state_dir);

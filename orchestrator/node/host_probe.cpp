@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -64,7 +65,22 @@ bool tcp_port_free(int port) {
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd, 1) == 0;
   ::close(fd);
-  return ok;
+  if (ok) return true;
+  // Busy only if something listens: rows "sl local_address rem_address st ..." with st 0A = LISTEN.
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    auto text = read_file(table);
+    if (!text) return false;  // cannot tell: say busy
+    std::istringstream in(*text);
+    std::string line, sl, local, remote, st;
+    std::getline(in, line);
+    while (in >> sl >> local >> remote >> st) {
+      std::getline(in, line);
+      if (st == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, want) == 0) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace spk

@@ -22,7 +22,9 @@ Result<MemInfo> read_meminfo(const std::string& path = "/proc/meminfo");
 // A path that does not exist yet is measured at its nearest existing parent.
 Result<uint64_t> disk_free_bytes(const std::string& path);
 
-// True when a TCP listener can bind `port` on 0.0.0.0 right now (SO_REUSEADDR, so TIME_WAIT is not "busy").
+// True when a TCP listener can bind `port` on 0.0.0.0 right now, or when the bind is refused only because
+// of leftover connections (TIME_WAIT of a stopped server that used SO_REUSEPORT, as cpp-httplib does): no
+// socket LISTENs on the port in /proc/net/tcp{,6}.
 bool tcp_port_free(int port);
 
 }  // namespace spk

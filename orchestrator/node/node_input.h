@@ -33,7 +33,8 @@ inline Result<std::string> str(const json& in, const char* key, std::string def)
 
 inline Result<uint64_t> u64(const json& in, const char* key, uint64_t def) {
   if (!in.contains(key)) return def;
-  if (!in[key].is_number_unsigned())
+  // In-process callers build JSON with signed ints; parsed JSON has unsigned ones: accept both when >= 0.
+  if (!in[key].is_number_integer() || (!in[key].is_number_unsigned() && in[key].get<int64_t>() < 0))
     return make_error(std::string("input '") + key + "' must be a non-negative integer", "fix the caller");
   return in[key].get<uint64_t>();
 }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "orchestrator/node/daemons.h"
 #include "orchestrator/node/host_probe.h"
 #include "orchestrator/node/node_input.h"
 #include "orchestrator/node/preflight.h"
@@ -143,6 +144,14 @@ VerbOutput run_node_verb(NodeVerb verb, std::string_view input, const NodeEnv& e
       return run_preflight(in, env);
     case NodeVerb::kClean:
       return clean(in, env);
+    case NodeVerb::kLaunch:
+      return node_launch(in, env);
+    case NodeVerb::kStop:
+      return node_stop(in, env);
+    case NodeVerb::kPs:
+      return node_ps(in, env);
+    case NodeVerb::kLogTail:
+      return node_log_tail(in, env);
   }
   return bad_input(make_error("unknown verb", "see sparkctl node --help"));
 }

@@ -6,12 +6,16 @@
 namespace spk {
 
 namespace {
-constexpr std::array<std::pair<NodeVerb, std::string_view>, 5> kVerbs{{
+constexpr std::array<std::pair<NodeVerb, std::string_view>, 9> kVerbs{{
     {NodeVerb::kVersion, "version"},
     {NodeVerb::kEcho, "echo"},
     {NodeVerb::kFacts, "facts"},
     {NodeVerb::kPreflight, "preflight"},
     {NodeVerb::kClean, "clean"},
+    {NodeVerb::kLaunch, "launch"},
+    {NodeVerb::kStop, "stop"},
+    {NodeVerb::kPs, "ps"},
+    {NodeVerb::kLogTail, "log-tail"},
 }};
 }  // namespace
 

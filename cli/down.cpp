@@ -1,0 +1,28 @@
+// `sparkctl down`: stop the supervisor and every rank on every node, then `node clean` (stale runtimes,
+// leaked shm) unless --no-clean. Exit 0 when nothing of the deployment is left running.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/verbs.h"
+#include "orchestrator/deploy/up.h"
+
+namespace spk::cli {
+
+void setup_down(CLI::App& app, Context& ctx) {
+  auto no_clean = std::make_shared<bool>(false);
+  auto* down = app.add_subcommand("down", "stop every rank of the deployment on every node");
+  down->add_flag("--no-clean", *no_clean,
+                 "only stop the ranks; skip `node clean` (stale runtimes, leaked shm)");
+  down->callback([&ctx, no_clean] {
+    DeployContext dc{ctx.global.state_dir, ctx.global.cluster_file, false, &std::cout};
+    if (Status s = deploy_down(dc, !*no_clean); !s.ok()) {
+      print_error("down", s.error().what());
+      ctx.exit_code = kExitFailed;
+      return;
+    }
+    ctx.exit_code = kExitOk;
+  });
+}
+
+}  // namespace spk::cli

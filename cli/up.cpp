@@ -1,0 +1,84 @@
+// `sparkctl up LANE`, `restart`, `switch LANE` (orchestrator/deploy/up.h does the work). Progress per
+// phase with elapsed time on stdout; errors name the fix. Exit 0 ready / already up, 1 failed.
+#include "orchestrator/deploy/up.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "cli/verbs.h"
+
+namespace spk::cli {
+namespace {
+
+struct UpCliOptions {
+  UpOptions up;
+  bool accept_new_host_key = false;
+  bool no_drop_caches = false;
+  bool no_supervise = false;
+};
+
+DeployContext deploy_context(const Context& ctx, bool accept_new) {
+  return DeployContext{ctx.global.state_dir, ctx.global.cluster_file, accept_new, &std::cout};
+}
+
+int run_up(Context& ctx, UpCliOptions o, const char* verb) {
+  o.up.drop_caches = !o.no_drop_caches;
+  o.up.supervise = !o.no_supervise;
+  auto r = deploy_up(deploy_context(ctx, o.accept_new_host_key), o.up);
+  if (!r) {
+    print_error(verb, r.error().what());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+void add_up_flags(CLI::App* sub, UpCliOptions& o) {
+  sub->add_option("LANE", o.up.lane, "lane name (see `sparkctl recipe list`) or a recipe .yaml path")
+      ->required();
+  sub->add_flag("--accept-new-host-key", o.accept_new_host_key,
+                "record unknown SSH host keys (printed); a changed key is always refused");
+  sub->add_flag("--clean", o.up.clean,
+                "kill stale sparkctl runtimes and remove leaked shm on every node first");
+  sub->add_flag("--no-drop-caches", o.no_drop_caches, "do not drop the page cache before launch");
+  sub->add_flag("--no-supervise", o.no_supervise, "do not start the supervisor daemon");
+  sub->add_option("--ready-timeout", o.up.ready_timeout_s, "seconds rank 0 may take to answer a real token")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--shm-dir", o.up.shm_dir, "shared-memory directory checked and cleaned")
+      ->envname("SPARKCTL_SHM_DIR");
+}
+
+}  // namespace
+
+void setup_up(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<UpCliOptions>();
+  auto* up = app.add_subcommand("up", "preflight, launch workers first, wait for a real token, warm, ready");
+  add_up_flags(up, *o);
+  up->callback([&ctx, o] { ctx.exit_code = run_up(ctx, *o, "up"); });
+
+  auto so = std::make_shared<UpCliOptions>();
+  auto* sw = app.add_subcommand("switch", "stop every rank, clean, relaunch another lane fresh");
+  add_up_flags(sw, *so);
+  sw->callback([&ctx, so] {
+    if (Status s = deploy_down(deploy_context(ctx, so->accept_new_host_key), /*clean=*/true); !s.ok()) {
+      print_error("switch", s.error().what());
+      ctx.exit_code = kExitFailed;
+      return;
+    }
+    ctx.exit_code = run_up(ctx, *so, "switch");
+  });
+
+  auto ro = std::make_shared<bool>(false);
+  auto* re = app.add_subcommand("restart", "stop every rank and relaunch the same deployment worker-first");
+  re->add_flag("--accept-new-host-key", *ro, "record unknown SSH host keys");
+  re->callback([&ctx, ro] {
+    if (Status s = deploy_restart(deploy_context(ctx, *ro)); !s.ok()) {
+      print_error("restart", s.error().what());
+      ctx.exit_code = kExitFailed;
+      return;
+    }
+    ctx.exit_code = kExitOk;
+  });
+}
+
+}  // namespace spk::cli

@@ -1,0 +1,38 @@
+// `up LANE`, `down`, `restart`, `switch LANE` as library calls (cli/ only parses flags and prints).
+// up: plan -> link nodes (push the binary where it differs) -> reuse check (a live deployment with the
+// same fingerprint is "already up"; another fingerprint is refused: use switch) -> preflight on every node
+// (one report) -> synth model (synthetic lanes) -> bring_up (lifecycle.h) -> state.json phase ready ->
+// supervisor. The stored GMU choice (<state-dir>/gmu/<lane>.json) replaces the recipe's
+// gpu_memory_utilization when it was measured for the same model revision and node set.
+// API key: $<api_key_env> when set, else the state dir's existing key, else a new random one; written to
+// <state-dir>/deploy/api_key (0600).
+// Test hook: SPARKCTL_RUNTIME_STANDIN=/abs/exe replaces `sparkctl runtime serve` in every rank's argv (same
+// flags) and lets a plan this build cannot honour run; `up` says so. For orchestration tests only.
+#pragma once
+
+#include <string>
+
+#include "orchestrator/deploy/lifecycle.h"
+
+namespace spk {
+
+struct UpOptions {
+  std::string lane;
+  bool clean = false;       // run `node clean` on every node before preflight
+  bool drop_caches = true;  // drop the page cache on every node before launch (root only)
+  int ready_timeout_s = 600;
+  bool supervise = true;  // start the supervisor daemon
+  std::string shm_dir = "/dev/shm";
+};
+
+enum class UpOutcome { started, already_up };
+
+Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt);
+
+// Stops everything of the deployment in ctx.state_dir; "nothing to stop" is ok. State phase stopped.
+Status deploy_down(const DeployContext& ctx, bool clean);
+
+// Stop every rank and bring the same spec up again (worker first), then the supervisor.
+Status deploy_restart(const DeployContext& ctx);
+
+}  // namespace spk

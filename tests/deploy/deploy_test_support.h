@@ -1,0 +1,70 @@
+// Shared by the deploy tests that run the real binary: temp dirs, free ports, `sparkctl` with an env
+// prefix, status --json, and a last-resort kill of every daemon a failed test may have left.
+#pragma once
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "kernels/base/fs.h"
+#include "tests/support/run_binary.h"
+
+namespace spk::deploy_test {
+
+inline std::string temp_dir(const char* what) {
+  std::string t = std::string("/tmp/spk-") + what + "-XXXXXX";
+  return ::mkdtemp(t.data()) ? t : std::string();
+}
+
+// A TCP port free on 127.0.0.1 right now (bind :0, read, close).
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline nlohmann::json status_json(const std::string& env) {
+  auto r = spk::test::run_sparkctl("--json status", env, /*merge_stderr=*/false);
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// Polls `pred` every 200 ms up to `limit`.
+inline bool eventually(const std::function<bool()>& pred, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return pred();
+}
+
+// SIGKILLs the process group of every pidfile under `root` (recursively): a failed test leaves nothing.
+inline void kill_pidfiles(const std::string& root) {
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".pid") continue;
+    auto text = read_file(it->path().string());
+    if (!text) continue;
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    int pid = j.is_object() ? j.value("pid", 0) : 0;
+    if (pid > 1 && ::getpgid(pid) == pid) ::kill(-pid, SIGKILL);
+  }
+}
+
+}  // namespace spk::deploy_test
