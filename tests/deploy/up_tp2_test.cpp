@@ -1,8 +1,6 @@
 // TP=2 `up` with the real runtime (no stand-in): a lane-demo-style lane (CPU, synthetic Qwen3-tiny)
 // with one rank on each of 2 sshd nodes (127.0.0.2/3): Gloo rendezvous at rank 0, a real chat
 // completion, kill -9 of the worker rank -> the supervisor restores service, `down` leaves nothing.
-// Added to the build only with -DSPARKCTL_TP_BUILT=ON (tests/deploy/CMakeLists.txt): `runtime serve`
-// must build --tensor-parallel-size 2 and recipes/capabilities.cpp must say so.
 #include <gtest/gtest.h>
 
 #include "orchestrator/deploy/readiness.h"
