@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,8 @@ Result<std::unique_ptr<rt::dist::ProcessGroup>> join(const ServeFlags& f) {
   o.world = f.tensor_parallel_size;
   o.master = f.master;
   o.token = token ? token : "";
+  o.comm = f.backend == "cuda" ? "nccl" : "gloo";
+  o.cuda_device = 0;  // the orchestrator gives each rank its GPU through CUDA_VISIBLE_DEVICES
   o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_join_timeout_s * 1000));
   o.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_peer_timeout_s * 1000));
   const int rank = f.rank;
@@ -101,7 +104,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (f.rank >= f.tensor_parallel_size)
     return fail(kExitUsage, "--rank " + std::to_string(f.rank) + " is outside --tensor-parallel-size " +
                                 std::to_string(f.tensor_parallel_size) + " (ranks are 0..size-1)");
-  if (tp && f.backend != "cpu")
+  if (tp && f.backend != "cpu" && !rt::dist::nccl_built())
     return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
                                 " on --backend " + f.backend +
                                 ": the NCCL communicator is not built (use --backend cpu, Gloo)");
@@ -132,6 +135,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // Gloo writes without MSG_NOSIGNAL: a lost peer must give an error
 
   // TP: join before loading (workers may start first and wait); --dry-run-memory sizes this rank's
   // shard without a group.

@@ -32,6 +32,9 @@ class Communicator {
   virtual Status all_gather(const float* in, float* out, size_t count, void* stream) = 0;
 };
 
+// True when this binary has the NCCL communicator (CUDA and NCCL found at build time).
+[[nodiscard]] bool nccl_built();
+
 // world == 1: every collective is the identity (TP=1 runs the same layer code without a library).
 std::unique_ptr<Communicator> make_single_communicator();
 // Rank `rank` of `world` with no peers: loading a rank's shard works, every collective is an error

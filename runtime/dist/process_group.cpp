@@ -1,8 +1,9 @@
 // join_group: rendezvous (rank 0 hosts the token-checked store), the Gloo communicator over it, and
 // the control channel (rank 0 <-> each worker) with heartbeats. Control frames: 'H' heartbeat,
 // 'M' + payload (rank 0's messages), 'B' leave, 'G' rendezvous complete, 'E' + why (rank 0 gave up the
-// rendezvous: the worker's join fails with rank 0's reason). 'B' from a worker is a loss for rank 0;
-// 'B' from rank 0 closes the group for the workers (no loss: rank 0 ends the group on purpose).
+// rendezvous: the worker's join fails with rank 0's reason), 'J' a worker's communicator is up. 'B' from a
+// worker is a loss for rank 0; 'B' from rank 0 closes the group for the workers (no loss: rank 0 ends the
+// group on purpose).
 #include "runtime/dist/process_group.h"
 
 #include <spdlog/spdlog.h>
@@ -15,6 +16,7 @@
 
 #include "runtime/dist/frame_socket.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/dist/nccl_communicator.h"
 #include "runtime/dist/tcp_store.h"
 
 namespace spk::rt::dist {
@@ -134,17 +136,20 @@ class Group final : public ProcessGroup {
 };
 
 Status Group::connect_comm(StoreClient& store, const std::string& local_host) {
-  if (o_.comm != "gloo")
-    return make_error("communicator '" + o_.comm + "' is not built in this binary",
-                      "use the CPU backend (gloo); NCCL is not built yet");
-  SPK_ASSIGN(comm_, make_gloo_communicator(store, o_.rank, o_.world, local_host, o_.collective_timeout));
-  // A barrier: when it completes every rank has finished its full-mesh connect (and is done with the
-  // store, which rank 0 then closes).
-  float one = 1.0f;
-  SPK_TRY(comm_->all_reduce_sum(&one, 1, nullptr));
-  if (one != static_cast<float>(o_.world))
-    return make_error("rendezvous barrier summed to " + std::to_string(one) + ", expected world " +
-                      std::to_string(o_.world));
+  if (o_.comm == "gloo") {
+    SPK_ASSIGN(comm_, make_gloo_communicator(store, o_.rank, o_.world, local_host, o_.collective_timeout));
+    // A first collective right away: every pair of the full mesh has carried data before the group is
+    // handed out (without it, rare early collectives failed with 'connection closed by peer').
+    float one = 1.0f;
+    SPK_TRY(comm_->all_reduce_sum(&one, 1, nullptr));
+    if (one != static_cast<float>(o_.world))
+      return make_error("rendezvous barrier summed to " + std::to_string(one) + ", expected world " +
+                        std::to_string(o_.world));
+  } else if (o_.comm == "nccl") {
+    SPK_ASSIGN(comm_, make_nccl_communicator(store, o_.rank, o_.world, o_.cuda_device));
+  } else {
+    return make_error("communicator '" + o_.comm + "' is unknown", "use gloo (cpu) or nccl (cuda)");
+  }
   return {};
 }
 
@@ -196,7 +201,17 @@ Status Group::host(const HostPort& hp) {
   const std::string self = hp.host == "0.0.0.0" || hp.host.empty() ? "127.0.0.1" : hp.host;
   SPK_ASSIGN(FrameSocket ss, dial({self, port}, o_.token, "store", 0, deadline));
   StoreClient store(std::move(ss), o_.join_timeout);
-  return connect_comm(store, self);
+  SPK_TRY(connect_comm(store, self));
+  // Each worker says 'J' once its communicator is up (it is then done with the store, which closes
+  // when host() returns).
+  for (auto& p : peers_) {
+    auto j = p->sock.recv(deadline + o_.peer_timeout);
+    if (!j.ok() || *j != "J")
+      return make_error("rank " + std::to_string(p->rank) + " did not finish joining the " + o_.comm +
+                            " communicator: " + (j.ok() ? "unexpected frame" : j.error().message),
+                        "check that rank's log");
+  }
+  return {};
 }
 
 Status Group::join(const HostPort& hp) {
@@ -218,6 +233,7 @@ Status Group::join(const HostPort& hp) {
   SPK_ASSIGN(FrameSocket ss, dial(hp, o_.token, "store", o_.rank, deadline));
   StoreClient store(std::move(ss), o_.join_timeout);
   SPK_TRY(connect_comm(store, local));
+  SPK_TRY(ctrl.send("J", deadline + o_.peer_timeout));
   auto p = std::make_unique<Peer>();
   p->rank = 0;
   p->sock = std::move(ctrl);

@@ -29,7 +29,7 @@ struct GroupOptions {
   int world = 1;
   std::string master;         // "host:port" of rank 0's store; rank 0 binds it
   std::string token;          // shared secret (env SPARKCTL_RDZV_TOKEN in the runtime)
-  std::string comm = "gloo";  // "gloo" (CPU backend) | "nccl" (CUDA backend)
+  std::string comm = "gloo";  // "gloo" (CPU backend) | "nccl" (CUDA backend, when built: nccl_built())
   int cuda_device = 0;        // nccl: the device this rank drives
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};

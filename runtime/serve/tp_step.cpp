@@ -114,10 +114,15 @@ Status follow_leader(Model& m, dist::ProcessGroup& g, int max_blocks) {
       continue;
     }
     SPK_ASSIGN(StepBatch b, decode_step(msg));
-    if (Status st = m.forward(b, logits); !st.ok())
+    if (Status st = m.forward(b, logits); !st.ok()) {
+      if (g.closed_by_rank0()) {  // a peer left at shutdown mid-teardown: the group is ending anyway
+        spdlog::info("rank {}: rank 0 closed the group during step {}", g.rank(), steps);
+        return ok_status();
+      }
       return make_error("rank " + std::to_string(g.rank()) + ": step " + std::to_string(steps) +
                             " failed: " + st.error().message,
                         st.error().fix);
+    }
     ++steps;
   }
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <barrier>
 #include <mutex>
 
 #include "tests/tp/tp_test_util.h"
@@ -32,12 +33,19 @@ TEST(ProcessGroup, CollectivesAndBroadcast) {
     const int port = test::free_loopback_port();
     std::mutex mu;
     std::vector<std::string> errors;
+    // Gloo tears a context down racily while a peer still reads its last bytes: every rank keeps its
+    // group until all are done.
+    std::barrier done_all(world);
     test::run_ranks(world, [&](int r) {
       auto fail = [&](const std::string& e) {
         std::lock_guard lk(mu);
         errors.push_back("rank " + std::to_string(r) + ": " + e);
       };
       auto g = join_group(opts(r, world, port));
+      struct Arrive {
+        std::barrier<>& b;
+        ~Arrive() { b.arrive_and_wait(); }
+      } arrive{done_all};  // before g is destroyed, on every path
       if (!g.ok()) return fail(g.error().what());
       Communicator& c = (*g)->comm();
       if (c.rank() != r || c.world() != world) return fail("wrong rank/world");

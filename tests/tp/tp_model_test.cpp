@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <mutex>
 
 #include "runtime/dist/process_group.h"
@@ -86,7 +87,12 @@ TEST_P(TpModelTest, WorldsTwoAndFourMatchOneRank) {
     std::mutex mu;
     std::vector<std::string> errors;
     std::vector<Trace> got(world);
+    std::barrier done_all(world);  // every rank keeps its group until all are done (see process_group_test)
     run_ranks(world, [&](int r) {
+      struct Arrive {
+        std::barrier<>& b;
+        ~Arrive() { b.arrive_and_wait(); }
+      };
       auto fail = [&](const std::string& e) {
         std::lock_guard lk(mu);
         errors.push_back("rank " + std::to_string(r) + ": " + e);
@@ -97,7 +103,9 @@ TEST_P(TpModelTest, WorldsTwoAndFourMatchOneRank) {
       o.master = "127.0.0.1:" + std::to_string(port);
       o.token = "t";
       o.join_timeout = std::chrono::seconds(20);
+      o.collective_timeout = std::chrono::seconds(20);
       auto g = rt::dist::join_group(o);
+      Arrive arrive{done_all};  // before g is destroyed, on every path
       if (!g.ok()) return fail(g.error().what());
       auto m = rt::Model::load(cfg, weights,
                                {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &(*g)->comm()});
@@ -105,9 +113,8 @@ TEST_P(TpModelTest, WorldsTwoAndFourMatchOneRank) {
       auto t = run(**m);
       if (!t.ok()) return fail(t.error().what());
       got[r] = std::move(*t);
-      float done = 1;  // nobody leaves before every rank finished its last collective
+      float done = 1;
       (void)(*g)->comm().all_reduce_sum(&done, 1, nullptr);
-      (*g)->close();
     });
     ASSERT_TRUE(errors.empty()) << errors.front();
     for (int r = 0; r < world; ++r) {

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -24,6 +25,13 @@ inline int free_loopback_port() {
   ::close(fd);
   return ntohs(a.sin_port);
 }
+
+// Gloo writes to sockets without MSG_NOSIGNAL: a peer that went away must not kill the test binary
+// (the runtime serve binary ignores SIGPIPE too).
+inline const bool kIgnoreSigpipe = [] {
+  ::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 
 // Runs fn(rank) for rank in [0, world) on one thread each and joins them.
 inline void run_ranks(int world, const std::function<void(int)>& fn) {
