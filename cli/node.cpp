@@ -26,6 +26,8 @@ constexpr VerbHelp kHelp[] = {
     {NodeVerb::kFacts, "memory, disk, runtime processes, shared-memory segments"},
     {NodeVerb::kPreflight, "every launch check of this node, one JSON report"},
     {NodeVerb::kClean, "kill stale sparkctl runtime process groups, remove leaked shm segments"},
+    {NodeVerb::kStageRecv, "receive one weight push from the head into a cache dir (token-checked TCP)"},
+    {NodeVerb::kStageVerify, "is a model dir complete: config, tokenizer, every shard's size (and hash)"},
 };
 
 void run_node(NodeVerb verb, Context& ctx) {

@@ -5,6 +5,7 @@
 //   facts     {disk_path?, shm_dir?, shm_prefixes?} -> memory, disk, runtime processes, shm segments
 //   preflight see preflight.h                       -> {ok, checks:[{name,status,detail,fix}], facts}
 //   clean     {shm_dir?, shm_prefixes?, grace_ms?}  -> {ok, killed, removed_shm, remaining}
+//   stage-recv, stage-verify: see stage_verbs.h
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -6,12 +6,14 @@
 namespace spk {
 
 namespace {
-constexpr std::array<std::pair<NodeVerb, std::string_view>, 5> kVerbs{{
+constexpr std::array<std::pair<NodeVerb, std::string_view>, 7> kVerbs{{
     {NodeVerb::kVersion, "version"},
     {NodeVerb::kEcho, "echo"},
     {NodeVerb::kFacts, "facts"},
     {NodeVerb::kPreflight, "preflight"},
     {NodeVerb::kClean, "clean"},
+    {NodeVerb::kStageRecv, "stage-recv"},
+    {NodeVerb::kStageVerify, "stage-verify"},
 }};
 }  // namespace
 

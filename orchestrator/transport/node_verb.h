@@ -7,9 +7,9 @@
 
 namespace spk {
 
-enum class NodeVerb { kVersion, kEcho, kFacts, kPreflight, kClean };
+enum class NodeVerb { kVersion, kEcho, kFacts, kPreflight, kClean, kStageRecv, kStageVerify };
 
-// "version", "echo", "facts", "preflight", "clean".
+// "version", "echo", "facts", "preflight", "clean", "stage-recv", "stage-verify".
 std::string_view node_verb_name(NodeVerb verb);
 
 // Inverse of node_verb_name; nullopt for anything outside the allowlist.
