@@ -320,6 +320,7 @@ TEST(Push, TraversalIsRefused) {
     auto c = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE(c->send_json({{"type", "hello"}, {"token", kToken}, {"role", "control"}}).ok());
+    ASSERT_TRUE(c->recv_json("welcome").ok());
     json mf{{"type", "manifest"}, {"block_bytes", kBlock}, {"files", {{{"path", bad}, {"size", 10}}}}};
     ASSERT_TRUE(c->send_json(mf).ok());
     auto ans = c->recv_json("have");
@@ -340,6 +341,7 @@ TEST(Push, BlockWithWrongHashIsAskedForAgain) {
   auto ctl = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
   ASSERT_TRUE(ctl.ok());
   ASSERT_TRUE(ctl->send_json({{"type", "hello"}, {"token", kToken}, {"role", "control"}}).ok());
+  ASSERT_TRUE(ctl->recv_json("welcome").ok());
   ASSERT_TRUE(ctl->send_json({{"type", "manifest"},
                               {"block_bytes", kBlock},
                               {"files", {{{"path", "f"}, {"size", 2 * kBlock}}}}})
@@ -350,6 +352,7 @@ TEST(Push, BlockWithWrongHashIsAskedForAgain) {
   ASSERT_TRUE(ctl->recv_json("ready").ok());
   auto dc = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
   ASSERT_TRUE(dc->send_json({{"type", "hello"}, {"token", kToken}, {"role", "data"}}).ok());
+  ASSERT_TRUE(dc->recv_json("welcome").ok());
   ASSERT_TRUE(dc->send_block(0, 0, h0, data.data(), kBlock).ok());
   std::string bad = data.substr(kBlock);
   bad[3] ^= 1;  // corrupted in flight: the header still carries the true hash

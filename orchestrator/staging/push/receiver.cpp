@@ -83,6 +83,7 @@ Result<Conn> accept_hello(int lfd, const ReceiveOptions& opt, const std::string&
           make_error("stage-recv refused " + c.peer() + ": wrong token or role", "use the session's token")));
       continue;
     }
+    if (!c.send_json({{"type", "welcome"}}).ok()) continue;
     return c;
   }
 }

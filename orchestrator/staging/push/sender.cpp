@@ -147,6 +147,7 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
   SPK_ASSIGN(Conn ctl, wire::connect_tcp(opt.host, opt.port, connect_to));
   ctl.set_timeout(opt.io_timeout_s);
   SPK_TRY(ctl.send_json(hello("control")));
+  SPK_TRY(ctl.recv_json("welcome"));
   json mf = json::array();
   PushReport rep;
   for (const auto& f : files) {
@@ -199,6 +200,7 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
           SPK_ASSIGN(Conn c, wire::connect_tcp(opt.host, opt.port, connect_to));
           c.set_timeout(opt.io_timeout_s);
           SPK_TRY(c.send_json(hello("data")));
+          SPK_TRY(c.recv_json("welcome"));
           std::vector<char> buf;
           for (std::uint64_t k; (k = next++) < queue.size();)
             SPK_TRY(send_one(opt, c, files, queue[k], buf, sent));

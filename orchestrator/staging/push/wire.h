@@ -2,7 +2,8 @@
 // header, then `len` payload bytes: a JSON object for control messages, raw file bytes for a block.
 // Header fields are host byte order: head and workers are little-endian (x86-64, aarch64).
 //
-// Session (one control connection, then N data connections, all opening with hello{token}):
+// Session (one control connection, then N data connections, all opening with hello{token, role},
+// answered welcome{} or error{}):
 //   sender -> manifest{block_bytes, files:[{path,size}]}
 //   receiver -> have{files:[{have:[xxh64...]}]}        (hashes of the partial or final file it holds)
 //   sender -> plan{files:[{want:[xxh64...], send:[block...]}]}   (want empty = cold: hash per block)
