@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   setup_node(app, ctx);
   setup_runtime(app, ctx);
   setup_gmu(app, ctx);
+  setup_stage(app, ctx);
   setup_not_built_verbs(app, ctx);
 
   try {

@@ -34,7 +34,6 @@ void setup_not_built_verbs(CLI::App& app, Context& ctx) {
   add_not_built(app, ctx, "logs", "interleaved logs of every node", "issue #7");
   add_not_built(app, ctx, "restart", "stop and relaunch the deployment worker-first", "issue #7");
   add_not_built(app, ctx, "switch", "stop every rank, clean, relaunch another lane fresh", "issue #7");
-  add_not_built(app, ctx, "stage", "download on the head, push to workers, verify", "issue #8");
   add_not_built(app, ctx, "bench", "benchmark a warmed lane", "issue #10");
 }
 

@@ -15,6 +15,7 @@ void setup_fabric(CLI::App& app, Context& ctx);
 void setup_node(CLI::App& app, Context& ctx);
 void setup_runtime(CLI::App& app, Context& ctx);
 void setup_gmu(CLI::App& app, Context& ctx);
+void setup_stage(CLI::App& app, Context& ctx);
 void setup_not_built_verbs(CLI::App& app, Context& ctx);
 
 }  // namespace spk::cli
