@@ -12,6 +12,7 @@
 
 #include "orchestrator/gmu/process_probe.h"
 #include "orchestrator/node/node_verbs.h"
+#include "orchestrator/staging/hub/hub_download.h"
 #include "orchestrator/staging/push/file_io.h"
 
 namespace spk::staging {
@@ -86,6 +87,23 @@ void push_to(const Node& w, const std::string& head_dir, const std::vector<Manif
 
 }  // namespace
 
+Status fetch_from_hub(const Recipe& r, const Node& head, const std::string& dir) {
+  HubOptions ho = hub_options_from_env(head.cache_dir + "/hub");
+  SPK_ASSIGN(HubSnapshot snap, hub_download(r.model.id, r.model.revision, ho));
+  // The lane's model dir names the snapshot: a symlink swapped in atomically.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(dir).parent_path(), ec);
+  if (fs::exists(fs::symlink_status(dir)) && !fs::is_symlink(fs::symlink_status(dir)))
+    return make_error(dir + " exists and is not the link to the hub snapshot", "remove it and stage again");
+  std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(snap.dir, tmp, ec);
+  if (ec || ::rename(tmp.c_str(), dir.c_str()) != 0)
+    return make_error("cannot link " + dir + " to " + snap.dir, "check the cache dir");
+  return ok_status();
+}
+
 Result<std::string> random_token() {
   unsigned char b[16];
   int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -156,11 +174,8 @@ Result<StageReport> stage_lane(const Recipe& r, const Cluster& c, const Plan& pl
     Status got = ok_status();
     if (r.model.source == ModelSource::synthetic)
       got = synth_on_head(plan, head, opt);
-    else if (r.model.source == ModelSource::hub && opt.fetch_head)
-      got = opt.fetch_head(r, head, hs.dir);
     else if (r.model.source == ModelSource::hub)
-      got = make_error("downloading " + r.model.id + " from the hub is not built yet",
-                       "put the files in " + hs.dir);
+      got = fetch_from_hub(r, head, hs.dir);
     else
       got = make_error(hs.dir + " is the lane's model path and it is incomplete", "copy the model there");
     if (!got.ok()) hs.error = got.error().what();

@@ -1,8 +1,8 @@
 // `stage LANE`: make the lane's checkpoint complete on every node it uses. The head gets it first (hub:
-// download, synthetic: generate with the plan's own command, path: must already be there); each worker
-// then receives the head's tree over the fabric (push.h: `node stage-recv` started through the node's
-// RemoteExec, push_tree() to its reach address) and is verified (verify.h) against the head's file list.
-// verify_only changes nothing anywhere: it reports per node.
+// hub_download + model_dir linked to the snapshot, synthetic: generate with the plan's own command, path:
+// must already be there); each worker then receives the head's tree over the fabric (push.h: `node
+// stage-recv` started through the node's RemoteExec, push_tree() to its reach address) and is verified
+// (verify.h) against the head's file list. verify_only changes nothing anywhere: it reports per node.
 #pragma once
 
 #include <functional>
@@ -30,8 +30,6 @@ struct StageOptions {
   // How the head reaches a node's `sparkctl node` entrypoint (LocalExec / SshExec).
   std::function<std::unique_ptr<RemoteExec>(const Node&)> exec_for;
   std::function<void(const std::string& node, const PushProgress&)> progress;  // may be empty
-  // Puts the head's copy in place when it is incomplete (hub download); empty = error.
-  std::function<Status(const Recipe&, const Node&, const std::string& dir)> fetch_head;
 };
 
 struct NodeStage {
@@ -56,6 +54,10 @@ struct StageReport {
 // Errors only for what stops the whole stage (plan, head copy missing); per-node failures are in the
 // report.
 Result<StageReport> stage_lane(const Recipe& r, const Cluster& c, const Plan& plan, const StageOptions& opt);
+
+// Head copy of a hub lane: hub_download() into <cache_dir>/hub (HF_TOKEN, HF_ENDPOINT, HF_HUB_OFFLINE from
+// the environment), then `dir` (model_dir) becomes a symlink to the snapshot.
+Status fetch_from_hub(const Recipe& r, const Node& head, const std::string& dir);
 
 // 32 hex characters from /dev/urandom: the push session's token.
 Result<std::string> random_token();
