@@ -92,7 +92,9 @@ void setup_stage(CLI::App& app, Context& ctx) {
                                "to workers over the fabric, verify");
   s->add_option("LANE", o->lane, "lane name or recipe .yaml path")->required();
   s->add_flag("--verify", o->stage.verify_only, "only report completeness per node; change nothing");
-  s->add_flag("--hash", o->stage.hash, "with --verify: compare every worker file's XXH3 with the head's");
+  s->add_flag(
+      "--hash", o->stage.hash,
+      "with --verify: compare every worker file's XXH3 with the head's, and hub blobs with their SHA-256");
   s->add_option("--port", o->stage.port, "TCP port of stage-recv on each worker (fabric address)")
       ->envname("SPARKCTL_STAGE_PORT")
       ->check(CLI::Range(1, 65535));

@@ -169,7 +169,7 @@ Result<StageReport> stage_lane(const Recipe& r, const Cluster& c, const Plan& pl
   NodeStage hs;
   hs.node = head.name;
   hs.dir = model_dir(r, head);
-  hs.verify = verify_model_dir(hs.dir);
+  hs.verify = verify_model_dir(hs.dir, {}, opt.verify_only && opt.hash);
   if (!hs.verify.complete() && !opt.verify_only) {
     Status got = ok_status();
     if (r.model.source == ModelSource::synthetic)

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "kernels/base/fs.h"
+#include "orchestrator/staging/hub/sha256.h"
 #include "orchestrator/transport/file_hash.h"
 
 namespace spk::staging {
@@ -65,7 +66,8 @@ VerifyReport VerifyReport::from_json(const json& j) {
   return r;
 }
 
-VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected) {
+VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected,
+                              bool hash_blobs) {
   VerifyReport r;
   r.dir = dir;
   auto problem = [&](const std::string& file, const std::string& what) {
@@ -118,6 +120,17 @@ VerifyReport verify_model_dir(const std::string& dir, const std::vector<Manifest
     if (!check_file(s, &size)) continue;
     r.bytes += size;
     if (auto p = safetensors_problem(dir + "/" + s, size); !p.empty()) problem(s, p);
+    std::error_code ec;
+    fs::path target = fs::read_symlink(dir + "/" + s, ec);
+    std::string name = ec ? std::string() : target.filename().string();
+    if (hash_blobs && name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos) {
+      auto h = sha256_file_hex(dir + "/" + s);
+      if (!h.ok())
+        problem(s, h.error().message);
+      else if (*h != name)
+        problem(s, "sha256 " + *h + " but its hub blob is named " + name +
+                       " (corrupted; delete the blob and stage again)");
+    }
   }
   for (const auto& e : expected) {
     std::uint64_t size = 0;

@@ -31,7 +31,10 @@ struct VerifyReport {
 };
 
 // Checks `dir`; `expected` (may be empty) adds size/digest checks against the head's files.
-VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected = {});
+// `hash_blobs`: a file that is a symlink into a hub cache blob named by its SHA-256 (an LFS blob) must
+// hash to that name (reads it once, ~300 MB/s).
+VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected = {},
+                              bool hash_blobs = false);
 
 // Every regular file under `dir` (symlinks followed, *.sparkctl-partial skipped), sorted, with size and,
 // when `hash`, its XXH3 digest.

@@ -33,4 +33,17 @@ TEST(StageHubCli, DownloadsVerifiesAndRefusesOfflineMiss) {
   r = run_sparkctl("stage " + lane + " --verify", env + "HF_HUB_OFFLINE=1 ");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(hub.requests, before);
+  // A blob corrupted in place keeps its size: only --hash (SHA-256 against the blob's name) sees it.
+  const std::string shard = hub.files["model-00001-of-00002.safetensors"];
+  fs::path blob = t.p / "cache/hub/models--acme--tiny/blobs" / sha256_hex(shard);
+  {
+    std::fstream f(blob, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(shard.size() - 3));
+    f.put('\x01');
+  }
+  r = run_sparkctl("stage " + lane + " --verify", env);
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = run_sparkctl("stage " + lane + " --verify --hash", env);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("but its hub blob is named"), std::string::npos) << r.out;
 }
