@@ -8,12 +8,16 @@
 # Prints one table: seconds, MB/s and payload bytes moved per method. Same run, same page cache state
 # (everything warm: loopback measures the CPU cost of each protocol, not a disk).
 #
-#   scripts/bench-stage.sh [BUILD_DIR]      STAGE_BENCH_GIB=4 (model size), STAGE_BENCH_SHARDS=4
+#   scripts/bench-stage.sh [BUILD_DIR]      STAGE_BENCH_GIB=4 (model size; STAGE_BENCH_MIB overrides),
+#                                           STAGE_BENCH_SHARDS=4, STAGE_BENCH_DIR=/tmp (where source and the
+#                                           three destinations live: 4x the model; /dev/shm takes the disk
+#                                           and its fsyncs out, leaving the protocols' CPU cost)
 # Needs: root (sshd), rsync, openssh-server; the build's sparkctl and tests/staging_push/staging_push_bench.
 set -euo pipefail
 
 BUILD=${1:-build}
 GIB=${STAGE_BENCH_GIB:-4}
+MIB=${STAGE_BENCH_MIB:-$((GIB * 1024))}
 SHARDS=${STAGE_BENCH_SHARDS:-4}
 SPARKCTL=$(realpath "$BUILD/bin/sparkctl")
 PUSH=$(realpath "$BUILD/tests/staging_push/staging_push_bench")
@@ -21,7 +25,7 @@ for b in "$SPARKCTL" "$PUSH" /usr/sbin/sshd "$(command -v rsync)"; do
   [[ -x $b ]] || { echo "bench-stage: missing $b (build sparkctl staging_push_bench; install rsync openssh-server)" >&2; exit 2; }
 done
 
-W=$(mktemp -d /tmp/spk-bench-stage.XXXXXX)
+W=$(mktemp -d "${STAGE_BENCH_DIR:-/tmp}/spk-bench-stage.XXXXXX")
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -32,8 +36,8 @@ trap cleanup EXIT
 SRC=$W/src
 mkdir -p "$SRC" "$W/dst-push" "$W/dst-ssh" "$W/dst-daemon"
 
-shard_mib=$((GIB * 1024 / SHARDS))
-echo "bench-stage: writing a ${GIB} GiB model ($SHARDS shards of $shard_mib MiB) in $SRC" >&2
+shard_mib=$((MIB / SHARDS))
+echo "bench-stage: writing a ${MIB} MiB model ($SHARDS shards of $shard_mib MiB) in $SRC" >&2
 for i in $(seq 1 "$SHARDS"); do
   head -c $((shard_mib << 20)) /dev/urandom >"$SRC/model-$(printf %05d "$i")-of-$(printf %05d "$SHARDS").safetensors"
 done
@@ -133,7 +137,7 @@ row() {  # name cold_s cold_bytes delta_s delta_bytes
     "$(echo "100 * $5 / $TOTAL" | bc -l)"
 }
 echo
-echo "model: $(numfmt --to=iec "$TOTAL") in $SHARDS shards; delta: $changed of $blocks 4 MiB blocks of one shard; loopback, $(nproc) cores"
+echo "model: $(numfmt --to=iec-i --suffix=B "$TOTAL") in $SHARDS shards under $W; delta: $changed of $blocks 4 MiB blocks of one shard; loopback, $(nproc) cores"
 echo "| method                         |   cold s | cold MB/s |  delta s | delta bytes  | of tree |"
 echo "| ------------------------------ | -------- | --------- | -------- | ------------ | ------- |"
 row "sparkctl push (4 streams)" "$ours_cold_s" "$ours_cold_b" "$ours_delta_s" "$ours_delta_b"
