@@ -106,16 +106,23 @@ Status read_manifest(Session& s, const json& m) {
     if (::lstat(r.partial_path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       r.base = Base::partial;
       r.partial_bytes = static_cast<std::uint64_t>(st.st_size);
-      SPK_ASSIGN(r.have, block_hashes(r.partial_path, s.block_bytes));
     } else if (::lstat(r.final_path.c_str(), &st) == 0) {
       if (!S_ISREG(st.st_mode))
         return make_error("refused path '" + r.rel + "': " + r.final_path + " exists and is not a file",
                           "remove it on the worker");
       r.base = Base::final_file;
-      SPK_ASSIGN(r.have, block_hashes(r.final_path, s.block_bytes));
     }
-    if (r.have.size() > r.blocks) r.have.resize(r.blocks);
     s.files.push_back(std::move(r));
+  }
+  std::vector<std::string> paths;
+  for (const RFile& r : s.files)
+    paths.push_back(r.base == Base::partial      ? r.partial_path
+                    : r.base == Base::final_file ? r.final_path
+                                                 : "");
+  SPK_ASSIGN(auto have, block_hashes_many(paths, s.block_bytes, 2));
+  for (std::size_t i = 0; i < s.files.size(); ++i) {
+    s.files[i].have = std::move(have[i]);
+    if (s.files[i].have.size() > s.files[i].blocks) s.files[i].have.resize(s.files[i].blocks);
   }
   return ok_status();
 }

@@ -163,6 +163,10 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
   std::vector<Item> queue;
   json plan = json::array();
   std::uint64_t total = 0;
+  std::vector<std::string> to_hash(files.size());  // only files the worker holds something of
+  for (std::uint32_t i = 0; i < files.size(); ++i)
+    if (!have["files"][i].at("have").empty()) to_hash[i] = files[i].path;
+  SPK_ASSIGN(auto wants, block_hashes_many(to_hash, bb, std::max(2, opt.streams)));
   for (std::uint32_t i = 0; i < files.size(); ++i) {
     auto h = have["files"][i].at("have").get<std::vector<std::uint64_t>>();
     std::uint64_t nblocks = (files[i].size + bb - 1) / bb;
@@ -170,7 +174,7 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
     if (h.empty()) {
       for (std::uint64_t b = 0; b < nblocks; ++b) send.push_back(b);
     } else {
-      SPK_ASSIGN(want, block_hashes(files[i].path, bb));
+      want = std::move(wants[i]);
       if (want.size() != nblocks)
         return make_error(files[i].path + " changed while pushing",
                           "do not change the model while it is staged");
