@@ -15,6 +15,7 @@
 #include "cli/verbs.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/staging/push/file_io.h"
+#include "orchestrator/transport/binary_push.h"
 #include "orchestrator/transport/local_exec.h"
 #include "orchestrator/transport/ssh_exec.h"
 #include "recipes/recipe_store.h"
@@ -69,9 +70,13 @@ int run_stage(Context& ctx, StageCliOptions o) {
 
   staging::StageOptions so = o.stage;
   so.log_dir = ctx.global.state_dir + "/stage/" + recipe.name;
-  so.exec_for = [self = *self](const Node& n) -> std::unique_ptr<RemoteExec> {
-    if (n.local) return std::make_unique<LocalExec>(LocalTarget{n.name, self, {}, {}});
-    return std::make_unique<SshExec>(ssh_target(n));
+  so.exec_for = [self = *self](const Node& n) -> Result<std::unique_ptr<RemoteExec>> {
+    if (n.local)
+      return std::unique_ptr<RemoteExec>(std::make_unique<LocalExec>(LocalTarget{n.name, self, {}, {}}));
+    auto ssh = std::make_unique<SshExec>(ssh_target(n));
+    // stage-recv must be this build's: push the head's binary when the node's copy differs.
+    SPK_TRY(ensure_node_binary(*ssh, self));
+    return std::unique_ptr<RemoteExec>(std::move(ssh));
   };
   so.progress = print_progress;
   auto rep = staging::stage_lane(recipe, *cl.cluster, *plan, so);

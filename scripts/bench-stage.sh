@@ -137,7 +137,7 @@ row() {  # name cold_s cold_bytes delta_s delta_bytes
     "$(echo "100 * $5 / $TOTAL" | bc -l)"
 }
 echo
-echo "model: $(numfmt --to=iec-i --suffix=B "$TOTAL") in $SHARDS shards under $W; delta: $changed of $blocks 4 MiB blocks of one shard; loopback, $(nproc) cores"
+echo "model: $(numfmt --to=iec-i --suffix=B --round=nearest "$TOTAL") in $SHARDS shards under $W; delta: $changed of $blocks 4 MiB blocks of one shard; loopback, $(nproc) cores"
 echo "| method                         |   cold s | cold MB/s |  delta s | delta bytes  | of tree |"
 echo "| ------------------------------ | -------- | --------- | -------- | ------------ | ------- |"
 row "sparkctl push (4 streams)" "$ours_cold_s" "$ours_cold_b" "$ours_delta_s" "$ours_delta_b"

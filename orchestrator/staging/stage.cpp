@@ -60,7 +60,12 @@ void push_to(const Node& w, const std::string& head_dir, const std::vector<Manif
     out.error = token.error().what();
     return;
   }
-  auto exec = opt.exec_for(w);
+  auto got = opt.exec_for(w);
+  if (!got) {
+    out.error = got.error().what();
+    return;
+  }
+  auto exec = std::move(*got);
   json in{{"root", out.dir}, {"token", *token}, {"bind", w.reach_address()}, {"port", opt.port}};
   Result<NodeAnswer> recv = make_error("stage-recv did not run");
   std::thread t([&] { recv = call_node(*exec, NodeVerb::kStageRecv, in, std::chrono::hours(24)); });
@@ -205,7 +210,10 @@ Result<StageReport> stage_lane(const Recipe& r, const Cluster& c, const Plan& pl
       (void)i;
       if (opt.verify_only) {
         auto exec = opt.exec_for(w);
-        ns.verify = verify_on(*exec, ns.dir, expect, ns.error);
+        if (exec.ok())
+          ns.verify = verify_on(**exec, ns.dir, expect, ns.error);
+        else
+          ns.error = exec.error().what();
       } else {
         push_to(w, hs.dir, expect, opt, ns);
       }

@@ -27,8 +27,9 @@ struct StageOptions {
   int port = 29650;   // stage-recv port on every worker
   int streams = 4;
   std::string log_dir;  // synth-model log goes here
-  // How the head reaches a node's `sparkctl node` entrypoint (LocalExec / SshExec).
-  std::function<std::unique_ptr<RemoteExec>(const Node&)> exec_for;
+  // How the head reaches a node's `sparkctl node` entrypoint (LocalExec / SshExec with the head's binary
+  // in place); an error marks that node failed.
+  std::function<Result<std::unique_ptr<RemoteExec>>(const Node&)> exec_for;
   std::function<void(const std::string& node, const PushProgress&)> progress;  // may be empty
 };
 
