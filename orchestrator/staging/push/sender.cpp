@@ -224,7 +224,8 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
     // The receiver says why it hung up on the control connection (disk full, bad path...).
     ctl.set_timeout(5);
     auto why = ctl.recv_json("done");
-    return why.ok() ? *err : why.error();
+    // A message from the receiver is not retryable-marked; a dead or silent link is: then ours is better.
+    return !why.ok() && !why.error().retryable ? why.error() : *err;
   }
   std::vector<char> buf;
   std::uint64_t resent = 0;
