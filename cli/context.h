@@ -18,17 +18,13 @@ struct GlobalOptions {
 
 struct Context {
   GlobalOptions global;
-  int exit_code = 0;  // set by the verb that ran: 0 ok, 1 failed check/validation, 2 usage or not built
+  int exit_code = 0;  // set by the verb that ran: 0 ok, 1 failed check/validation, 2 usage
 };
 
 // Exit codes shared by all verbs.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
-
-// Registers a verb that exists by name but is not implemented yet: it says so and exits 2.
-void add_not_built(CLI::App& app, Context& ctx, const std::string& name, const std::string& description,
-                   const std::string& issue);
 
 // Prints an error line "sparkctl <verb>: <message> (<fix>)" to stderr.
 void print_error(const std::string& verb, const std::string& what);

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   setup_status(app, ctx);
   setup_logs(app, ctx);
   setup_supervise(app, ctx);
-  setup_not_built_verbs(app, ctx);
+  setup_stage(app, ctx);
 
   try {
     app.parse(argc, argv);

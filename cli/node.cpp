@@ -30,6 +30,8 @@ constexpr VerbHelp kHelp[] = {
     {NodeVerb::kStop, "SIGTERM then SIGKILL the daemons' process groups, remove pidfiles"},
     {NodeVerb::kPs, "the daemons of the pidfiles: alive or dead, uptime"},
     {NodeVerb::kLogTail, "the tail of the daemons' logs (or from given offsets)"},
+    {NodeVerb::kStageRecv, "receive one weight push from the head into a cache dir (token-checked TCP)"},
+    {NodeVerb::kStageVerify, "is a model dir complete: config, tokenizer, every shard's size (and hash)"},
 };
 
 void run_node(NodeVerb verb, Context& ctx) {

@@ -21,6 +21,6 @@ void setup_down(CLI::App& app, Context& ctx);
 void setup_status(CLI::App& app, Context& ctx);
 void setup_logs(CLI::App& app, Context& ctx);
 void setup_supervise(CLI::App& app, Context& ctx);  // hidden: the supervisor daemon
-void setup_not_built_verbs(CLI::App& app, Context& ctx);
+void setup_stage(CLI::App& app, Context& ctx);
 
 }  // namespace spk::cli

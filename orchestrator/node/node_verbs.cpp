@@ -10,6 +10,7 @@
 #include "orchestrator/node/preflight.h"
 #include "orchestrator/node/runtime_procs.h"
 #include "orchestrator/node/shm_segments.h"
+#include "orchestrator/node/stage_verbs.h"
 #include "orchestrator/transport/file_hash.h"
 #include "orchestrator/transport/local_exec.h"
 
@@ -152,6 +153,10 @@ VerbOutput run_node_verb(NodeVerb verb, std::string_view input, const NodeEnv& e
       return node_ps(in, env);
     case NodeVerb::kLogTail:
       return node_log_tail(in, env);
+    case NodeVerb::kStageRecv:
+      return run_stage_recv(in, env);
+    case NodeVerb::kStageVerify:
+      return run_stage_verify(in, env);
   }
   return bad_input(make_error("unknown verb", "see sparkctl node --help"));
 }

@@ -6,6 +6,7 @@
 //   preflight see preflight.h                       -> {ok, checks:[{name,status,detail,fix}], facts}
 //   clean     {shm_dir?, shm_prefixes?, grace_ms?}  -> {ok, killed, removed_shm, remaining}
 //   launch | stop | ps | log-tail: detached daemons, see daemons.h
+//   stage-recv, stage-verify: see stage_verbs.h
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -6,7 +6,7 @@
 namespace spk {
 
 namespace {
-constexpr std::array<std::pair<NodeVerb, std::string_view>, 9> kVerbs{{
+constexpr std::array<std::pair<NodeVerb, std::string_view>, 11> kVerbs{{
     {NodeVerb::kVersion, "version"},
     {NodeVerb::kEcho, "echo"},
     {NodeVerb::kFacts, "facts"},
@@ -16,6 +16,8 @@ constexpr std::array<std::pair<NodeVerb, std::string_view>, 9> kVerbs{{
     {NodeVerb::kStop, "stop"},
     {NodeVerb::kPs, "ps"},
     {NodeVerb::kLogTail, "log-tail"},
+    {NodeVerb::kStageRecv, "stage-recv"},
+    {NodeVerb::kStageVerify, "stage-verify"},
 }};
 }  // namespace
 

@@ -7,9 +7,22 @@
 
 namespace spk {
 
-enum class NodeVerb { kVersion, kEcho, kFacts, kPreflight, kClean, kLaunch, kStop, kPs, kLogTail };
+enum class NodeVerb {
+  kVersion,
+  kEcho,
+  kFacts,
+  kPreflight,
+  kClean,
+  kLaunch,
+  kStop,
+  kPs,
+  kLogTail,
+  kStageRecv,
+  kStageVerify
+};
 
-// "version", "echo", "facts", "preflight", "clean", "launch", "stop", "ps", "log-tail".
+// "version", "echo", "facts", "preflight", "clean", "launch", "stop", "ps", "log-tail", "stage-recv",
+// "stage-verify".
 std::string_view node_verb_name(NodeVerb verb);
 
 // Inverse of node_verb_name; nullopt for anything outside the allowlist.

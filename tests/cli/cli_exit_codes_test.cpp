@@ -24,12 +24,6 @@ TEST(CliExitCodes, NoVerbIsUsage) { EXPECT_EQ(run("").code, 2); }
 
 TEST(CliExitCodes, UnknownVerbIsUsage) { EXPECT_EQ(run("frobnicate").code, 2); }
 
-TEST(CliExitCodes, NotBuiltVerbSaysSoAndExitsTwo) {
-  auto r = run("stage lane-a");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.out.find("not built yet"), std::string::npos) << r.out;
-}
-
 TEST(CliExitCodes, VersionIsZero) {
   auto r = run("--version");
   EXPECT_EQ(r.code, 0);

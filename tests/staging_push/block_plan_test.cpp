@@ -62,3 +62,17 @@ TEST(BlockPlan, SafeJoinRefusesEscapes) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("symlink"), std::string::npos);
 }
+
+TEST(BlockPlan, ManyOnThreadsEqualsOneByOne) {
+  TempDir t;
+  write(t.p / "a", random_bytes(9'751'000));
+  write(t.p / "b", "x");
+  std::vector<std::string> paths{(t.p / "a").string(), "", (t.p / "b").string(), (t.p / "missing").string()};
+  auto many = block_hashes_many(paths, 1 << 20, 3);
+  ASSERT_TRUE(many.ok());
+  ASSERT_EQ(many->size(), 4u);
+  EXPECT_EQ((*many)[0], *block_hashes(paths[0], 1 << 20));
+  EXPECT_TRUE((*many)[1].empty());
+  EXPECT_EQ((*many)[2].size(), 1u);
+  EXPECT_TRUE((*many)[3].empty());
+}

@@ -5,9 +5,14 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 namespace spk::staging {
 
@@ -38,6 +43,30 @@ Result<std::vector<std::uint64_t>> block_hashes(const std::string& path, std::ui
     if (got < block_bytes) break;
   }
   ::close(fd);
+  return out;
+}
+
+Result<std::vector<std::vector<std::uint64_t>>> block_hashes_many(const std::vector<std::string>& paths,
+                                                                  std::uint64_t block_bytes, int threads) {
+  std::vector<std::vector<std::uint64_t>> out(paths.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex mu;
+  std::optional<Error> err;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, threads); ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < paths.size();) {
+        if (paths[i].empty()) continue;
+        auto h = block_hashes(paths[i], block_bytes);
+        std::lock_guard<std::mutex> l(mu);
+        if (h.ok())
+          out[i] = std::move(*h);
+        else if (!err)
+          err = h.error();
+      }
+    });
+  for (auto& t : pool) t.join();
+  if (err) return *err;
   return out;
 }
 

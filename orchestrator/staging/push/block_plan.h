@@ -14,6 +14,11 @@ namespace spk::staging {
 // Cost: one sequential read, ~10 GB/s hashing, so disk-bound.
 Result<std::vector<std::uint64_t>> block_hashes(const std::string& path, std::uint64_t block_bytes);
 
+// block_hashes of each path ("" = skipped, empty list) on `threads` threads: a multi-shard tree hashes
+// at the speed of all cores. The first error wins.
+Result<std::vector<std::vector<std::uint64_t>>> block_hashes_many(const std::vector<std::string>& paths,
+                                                                  std::uint64_t block_bytes, int threads);
+
 // Indices of blocks the sender must send so the destination (hashes `have`) equals the source
 // (hashes `want`): every index where they differ or `have` has no block.
 std::vector<std::uint64_t> blocks_to_send(const std::vector<std::uint64_t>& want,

@@ -1,16 +1,20 @@
 // Worker push of a staged model tree (issue #8, push half). The head calls push_tree() once per
 // worker; the worker runs serve_receive() inside the `sparkctl node stage-recv` verb.
 //
-// Protocol contract (not yet implemented over TCP, see block_plan.h for the tested core):
+// Protocol contract (wire.h has the message sequence; block_plan.h the pure core):
 //  - files are split into fixed blocks (default 4 MiB); the receiver reports the xxhash64 of each block
-//    of any existing final file or <name>.sparkctl-partial; the sender sends only differing blocks;
-//  - files spread over `streams` parallel TCP connections, each authenticated by `token`;
-//  - after the last block the receiver checks the whole-file xxh3-128 against the sender's, fsyncs,
-//    renames over the final name and fsyncs the directory: no partial file is ever visible;
-//  - disk preflight (statvfs) before the first byte; the error names bytes needed, free, and the path;
+//    of <name>.sparkctl-partial when one exists, else of the final file; the sender sends only the
+//    blocks that differ (a cold file: all, hashed while read, so the source is read once);
+//  - blocks spread over `streams` parallel TCP connections, each authenticated by `token`;
+//  - the receiver hashes every received block and refuses it unless it matches the sender's hash; a
+//    refused or missing block is asked for again (repair rounds); kept blocks matched by hash. Then
+//    ftruncate, fsync, rename over the final name, fsync the directory: no partial file is ever visible;
+//  - disk preflight (statvfs, or max_bytes) before the first byte: the error names bytes needed, free,
+//    and the path. ENOSPC while writing removes this session's partial files and names the path;
 //  - the receiver writes only under `root`: absolute paths, `..` and symlink escapes are refused.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,6 +42,9 @@ struct PushOptions {
   int streams = 4;                 // parallel TCP streams
   std::uint64_t block_bytes = kDefaultBlockBytes;
   std::function<void(const PushProgress&)> progress;  // called at most ~10x/s; may be empty
+  int connect_timeout_s = 30;  // stage-recv may still be starting: refused connects are retried
+  int io_timeout_s = 60;       // a receiver silent this long fails the push (retryable)
+  std::function<void(std::uint64_t bytes_sent)> after_block;  // fault injection (tests); may be empty
 };
 
 struct PushReport {
@@ -58,11 +65,13 @@ struct ReceiveOptions {
   std::string token;
   std::uint64_t max_bytes = 0;  // 0 = statvfs free space; else a cap (tests simulate a full disk)
   int idle_timeout_s = 60;      // gives up when the sender stays silent this long
+  std::function<void(int port)> on_listening;  // called once with the bound port (port 0 = any)
 };
 
 struct ReceiveReport {
-  std::vector<std::string> files;  // relative paths completed and renamed into place
-  std::uint64_t bytes_received = 0;
+  std::vector<std::string> files;     // relative paths completed and renamed into place
+  std::uint64_t bytes_received = 0;   // block payload accepted (hash matched) and written
+  std::uint64_t blocks_rejected = 0;  // payload whose hash did not match: asked for again
 };
 
 Result<ReceiveReport> serve_receive(const ReceiveOptions& opt);

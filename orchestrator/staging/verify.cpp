@@ -1,0 +1,196 @@
+#include "orchestrator/staging/verify.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "kernels/base/fs.h"
+#include "orchestrator/staging/hub/sha256.h"
+#include "orchestrator/transport/file_hash.h"
+
+namespace spk::staging {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+bool regular(const std::string& p, std::uint64_t* size = nullptr) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (size) *size = static_cast<std::uint64_t>(st.st_size);
+  return true;
+}
+
+// A safetensors file is 8 bytes of header length N, N bytes of JSON, then the tensor data; its size
+// must be 8 + N + the largest data_offsets end.
+std::string safetensors_problem(const std::string& path, std::uint64_t size) {
+  std::ifstream f(path, std::ios::binary);
+  std::uint64_t n = 0;
+  if (!f.read(reinterpret_cast<char*>(&n), 8)) return "shorter than a safetensors header";
+  if (n > (100ull << 20) || 8 + n > size)
+    return "header length " + std::to_string(n) + " runs past the file end";
+  std::string h(n, '\0');
+  if (!f.read(h.data(), static_cast<std::streamsize>(n))) return "header cannot be read";
+  json j = json::parse(h, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return "header is not JSON";
+  std::uint64_t end = 0;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const auto& o = it.value().value("data_offsets", json::array());
+    if (o.size() == 2 && o[1].is_number_unsigned()) end = std::max(end, o[1].get<std::uint64_t>());
+  }
+  if (8 + n + end != size)
+    return "size " + std::to_string(size) + " bytes but its header says " + std::to_string(8 + n + end) +
+           " (truncated or partial download)";
+  return {};
+}
+
+}  // namespace
+
+json VerifyReport::to_json() const {
+  return {{"dir", dir}, {"complete", complete()}, {"files", files}, {"bytes", bytes}, {"problems", problems}};
+}
+
+VerifyReport VerifyReport::from_json(const json& j) {
+  VerifyReport r;
+  r.dir = j.value("dir", "");
+  r.files = j.value("files", std::uint64_t{0});
+  r.bytes = j.value("bytes", std::uint64_t{0});
+  if (j.contains("problems") && j["problems"].is_array())
+    for (const auto& p : j["problems"]) r.problems.push_back(p.is_string() ? p.get<std::string>() : p.dump());
+  return r;
+}
+
+VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected,
+                              bool hash_blobs) {
+  VerifyReport r;
+  r.dir = dir;
+  auto problem = [&](const std::string& file, const std::string& what) {
+    r.problems.push_back(file + ": " + what);
+  };
+  if (!fs::is_directory(dir)) {
+    problem(dir, "no such directory (stage the model first: sparkctl stage LANE)");
+    return r;
+  }
+  auto check_file = [&](const std::string& rel, std::uint64_t* size) {
+    if (!regular(dir + "/" + rel, size)) {
+      problem(rel, "missing");
+      return false;
+    }
+    ++r.files;
+    return true;
+  };
+  std::uint64_t sz = 0;
+  if (check_file("config.json", &sz)) {
+    auto text = read_file(dir + "/config.json");
+    if (!text.ok() || json::parse(*text, nullptr, false).is_discarded())
+      problem("config.json", "not valid JSON");
+  }
+  if (!regular(dir + "/tokenizer.json") && !regular(dir + "/tokenizer.model"))
+    problem("tokenizer.json", "missing (and no tokenizer.model)");
+  check_file("tokenizer_config.json", nullptr);
+
+  std::set<std::string> shards;
+  const std::string index = "model.safetensors.index.json";
+  if (regular(dir + "/" + index)) {
+    auto text = read_file(dir + "/" + index);
+    json j = text.ok() ? json::parse(*text, nullptr, false) : json();
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      problem(index, "not JSON with a weight_map");
+    else
+      for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it)
+        if (it.value().is_string()) shards.insert(it.value().get<std::string>());
+    if (shards.empty()) problem(index, "names no shard");
+  } else if (regular(dir + "/model.safetensors")) {
+    shards.insert("model.safetensors");
+  } else {
+    problem("model.safetensors", "missing (and no " + index + ")");
+  }
+  for (const auto& s : shards) {
+    if (s.find("..") != std::string::npos || s.starts_with("/")) {
+      problem(index, "names a shard outside the directory: " + s);
+      continue;
+    }
+    std::uint64_t size = 0;
+    if (!check_file(s, &size)) continue;
+    r.bytes += size;
+    if (auto p = safetensors_problem(dir + "/" + s, size); !p.empty()) problem(s, p);
+    std::error_code ec;
+    fs::path target = fs::read_symlink(dir + "/" + s, ec);
+    std::string name = ec ? std::string() : target.filename().string();
+    if (hash_blobs && name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos) {
+      auto h = sha256_file_hex(dir + "/" + s);
+      if (!h.ok())
+        problem(s, h.error().message);
+      else if (*h != name)
+        problem(s, "sha256 " + *h + " but its hub blob is named " + name +
+                       " (corrupted; delete the blob and stage again)");
+    }
+  }
+  for (const auto& e : expected) {
+    std::uint64_t size = 0;
+    if (e.path.empty() || e.path.front() == '/' || e.path.find("..") != std::string::npos) {
+      problem(e.path, "refused: not a path inside the model dir");
+      continue;
+    }
+    if (!regular(dir + "/" + e.path, &size)) {
+      problem(e.path, "missing (the head has it)");
+      continue;
+    }
+    if (size != e.size) {
+      problem(e.path, "size " + std::to_string(size) + " bytes, the head's is " + std::to_string(e.size));
+      continue;
+    }
+    if (e.xxh3.empty()) continue;
+    auto h = file_xxh3_hex(dir + "/" + e.path);
+    if (!h.ok())
+      problem(e.path, h.error().message);
+    else if (*h != e.xxh3)
+      problem(e.path, "content differs from the head's (xxh3 " + *h + ", head " + e.xxh3 + ")");
+  }
+  return r;
+}
+
+Result<std::vector<ManifestEntry>> build_manifest(const std::string& dir, bool hash) {
+  std::vector<ManifestEntry> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    std::string rel = fs::relative(it->path(), dir).generic_string();
+    if (rel.ends_with(".sparkctl-partial")) continue;
+    ManifestEntry e{rel, 0, {}};
+    regular(it->path().string(), &e.size);
+    if (hash) {
+      SPK_ASSIGN(e.xxh3, file_xxh3_hex(it->path().string()));
+    }
+    out.push_back(std::move(e));
+  }
+  if (ec) return make_error("cannot list " + dir + ": " + ec.message(), "check the model dir");
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  return out;
+}
+
+json manifest_to_json(const std::vector<ManifestEntry>& m) {
+  json a = json::array();
+  for (const auto& e : m) a.push_back({{"path", e.path}, {"size", e.size}, {"xxh3", e.xxh3}});
+  return a;
+}
+
+Result<std::vector<ManifestEntry>> manifest_from_json(const json& j) {
+  std::vector<ManifestEntry> out;
+  if (!j.is_array()) return make_error("manifest must be a list", "fix the caller");
+  for (const auto& e : j) {
+    if (!e.is_object() || !e.contains("path") || !e["path"].is_string() || !e.contains("size") ||
+        !e["size"].is_number_unsigned())
+      return make_error("manifest entry " + e.dump() + " needs path and size", "fix the caller");
+    out.push_back({e["path"].get<std::string>(), e["size"].get<std::uint64_t>(), e.value("xxh3", "")});
+  }
+  return out;
+}
+
+}  // namespace spk::staging

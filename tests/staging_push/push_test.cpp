@@ -1,0 +1,376 @@
+// The push end to end with real processes on 127.0.0.1: the receiver is `sparkctl node stage-recv` (JSON on
+// stdin, port read from its stderr), the sender push_tree() in this process or in a forked child.
+#include "orchestrator/staging/push/push.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "orchestrator/staging/push/wire.h"
+
+namespace fs = std::filesystem;
+using namespace spk::staging;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kBlock = 64 << 10;
+const std::string kToken = "0123456789abcdef0123456789abcdef";
+
+struct TempDir {
+  fs::path p;
+  TempDir() {
+    static int n = 0;
+    p = fs::temp_directory_path() / ("spk_pushe2e_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    fs::create_directories(p);
+  }
+  ~TempDir() {
+    ::umount2(p.c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::remove_all(p, ec);
+  }
+};
+
+std::string random_bytes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    std::uint64_t v = g();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+void write(const fs::path& f, const std::string& s) {
+  fs::create_directories(f.parent_path());
+  std::ofstream(f, std::ios::binary) << s;
+}
+std::string slurp(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A small model-like tree: two shards with awkward sizes, a nested file, a config, an empty file.
+void make_tree(const fs::path& d, std::uint64_t shard_bytes = 3'000'017) {
+  write(d / "model-00001-of-00002.safetensors", random_bytes(shard_bytes, 1));
+  write(d / "model-00002-of-00002.safetensors", random_bytes(shard_bytes / 3 + 5, 2));
+  write(d / "sub/dir/extra.bin", random_bytes(kBlock * 2, 3));
+  write(d / "config.json", R"({"model_type":"llama"})");
+  write(d / "empty", "");
+}
+
+std::map<std::string, std::string> tree(const fs::path& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(d))
+    if (e.is_regular_file()) out[fs::relative(e.path(), d).string()] = slurp(e.path());
+  return out;
+}
+
+struct Receiver {
+  pid_t pid = -1;
+  int port = 0;
+  int out_fd = -1;
+  ~Receiver() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (out_fd >= 0) ::close(out_fd);
+  }
+  // Exit code and stdout JSON.
+  std::pair<int, json> wait() {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out_fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    pid = -1;
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, json::parse(out, nullptr, false)};
+  }
+};
+
+std::unique_ptr<Receiver> start_receiver(const fs::path& root, json extra = json::object()) {
+  json in{
+      {"root", root.string()}, {"token", kToken}, {"bind", "127.0.0.1"}, {"port", 0}, {"idle_timeout_s", 20}};
+  in.update(extra);
+  int pin[2], pout[2], perr[2];
+  EXPECT_EQ(::pipe(pin), 0);
+  EXPECT_EQ(::pipe(pout), 0);
+  EXPECT_EQ(::pipe(perr), 0);
+  auto r = std::make_unique<Receiver>();
+  r->pid = ::fork();
+  if (r->pid == 0) {
+    ::dup2(pin[0], 0);
+    ::dup2(pout[1], 1);
+    ::dup2(perr[1], 2);
+    for (int fd : {pin[0], pin[1], pout[0], pout[1], perr[0], perr[1]}) ::close(fd);
+    ::execl(SPARKCTL_BINARY, SPARKCTL_BINARY, "node", "stage-recv", nullptr);
+    ::_exit(127);
+  }
+  ::close(pin[0]);
+  ::close(pout[1]);
+  ::close(perr[1]);
+  std::string s = in.dump();
+  EXPECT_EQ(::write(pin[1], s.data(), s.size()), static_cast<ssize_t>(s.size()));
+  ::close(pin[1]);
+  r->out_fd = pout[0];
+  std::string err;
+  char c;
+  while (err.find('\n') == std::string::npos && ::read(perr[0], &c, 1) == 1) err += c;
+  ::close(perr[0]);  // later stderr lines would get SIGPIPE'd writes: the verb writes only this one
+  auto at = err.rfind(':');
+  if (err.find("listening on") != std::string::npos && at != std::string::npos)
+    r->port = std::stoi(err.substr(at + 1));
+  EXPECT_GT(r->port, 0) << "receiver stderr: " << err;
+  return r;
+}
+
+PushOptions push_opts(const fs::path& src, int port, int streams = 3) {
+  PushOptions o;
+  o.source_dir = src.string();
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.token = kToken;
+  o.streams = streams;
+  o.block_bytes = kBlock;
+  o.connect_timeout_s = 10;
+  o.io_timeout_s = 20;
+  return o;
+}
+
+// One full session; returns the sender's report (or fails the test).
+PushReport push_ok(const fs::path& src, const fs::path& dst) {
+  auto rcv = start_receiver(dst);
+  auto rep = push_tree(push_opts(src, rcv->port));
+  EXPECT_TRUE(rep.ok()) << (rep.ok() ? "" : rep.error().what());
+  auto [code, body] = rcv->wait();
+  EXPECT_EQ(code, 0) << body.dump();
+  return rep.ok() ? *rep : PushReport{};
+}
+
+bool no_partials(const fs::path& d) {
+  for (const auto& e : fs::recursive_directory_iterator(d))
+    if (e.path().string().ends_with(".sparkctl-partial")) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(Push, ColdPushGivesIdenticalTree) {
+  TempDir src, dst;
+  make_tree(src.p);
+  std::vector<PushProgress> ticks;
+  auto rcv = start_receiver(dst.p);
+  auto o = push_opts(src.p, rcv->port);
+  o.progress = [&](const PushProgress& p) { ticks.push_back(p); };
+  auto rep = push_tree(o);
+  ASSERT_TRUE(rep.ok()) << rep.error().what();
+  auto [code, body] = rcv->wait();
+  ASSERT_EQ(code, 0) << body.dump();
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+  EXPECT_TRUE(no_partials(dst.p));
+  EXPECT_EQ(rep->files, 5u);
+  EXPECT_EQ(rep->bytes_sent, rep->bytes_total);
+  EXPECT_EQ(body["bytes_received"].get<std::uint64_t>(), rep->bytes_total);
+  EXPECT_EQ(body["files"].size(), 5u);
+  ASSERT_FALSE(ticks.empty());
+  EXPECT_EQ(ticks.back().bytes_sent, ticks.back().bytes_total);
+}
+
+TEST(Push, ChangedBlocksAloneAreResent) {
+  TempDir src, dst;
+  make_tree(src.p, 200 * kBlock + 123);
+  push_ok(src.p, dst.p);
+  // Change 2 of the 201 blocks (1%) of the big shard.
+  std::string shard = slurp(src.p / "model-00001-of-00002.safetensors");
+  shard[7 * kBlock + 5] ^= 0x5a;
+  shard[150 * kBlock] ^= 0x01;
+  write(src.p / "model-00001-of-00002.safetensors", shard);
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.bytes_sent, 2 * kBlock);
+  EXPECT_EQ(rep.blocks_sent, 2u);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+  // Nothing changed: nothing sent.
+  EXPECT_EQ(push_ok(src.p, dst.p).bytes_sent, 0u);
+}
+
+TEST(Push, CorruptBlockAtDestinationIsRepaired) {
+  TempDir src, dst;
+  make_tree(src.p);
+  push_ok(src.p, dst.p);
+  {
+    std::fstream f(dst.p / "sub/dir/extra.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kBlock + 17);
+    f.put('\x7f');
+  }
+  ASSERT_NE(tree(src.p), tree(dst.p));
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.bytes_sent, kBlock);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+}
+
+TEST(Push, KilledAtRandomPointsThenResumedGivesIdenticalTree) {
+  TempDir src;
+  make_tree(src.p, 40 << 20);
+  const auto want = tree(src.p);
+  const unsigned seed = std::random_device{}();
+  std::mt19937 g(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::uint64_t saved = 0;
+  for (int round = 0; round < 4; ++round) {
+    TempDir dst;
+    for (int kills = 0; kills < 2; ++kills) {  // a kill, and a kill during the resume
+      auto rcv = start_receiver(dst.p);
+      // The kill lands after a random share of the bytes: the sender kills the receiver or itself.
+      const std::uint64_t at = (5 + g() % 90) * (want.at("model-00001-of-00002.safetensors").size() / 100);
+      const bool kill_receiver = (round + kills) % 2 == 0;
+      const pid_t rpid = rcv->pid;
+      pid_t sender = ::fork();
+      if (sender == 0) {
+        auto o = push_opts(src.p, rcv->port, 4);
+        o.block_bytes = 1 << 20;
+        o.after_block = [&](std::uint64_t sent) {
+          if (sent >= at) ::kill(kill_receiver ? rpid : ::getpid(), SIGKILL);
+        };
+        ::_exit(push_tree(o).ok() ? 0 : 1);
+      }
+      ::waitpid(sender, nullptr, 0);
+      ::kill(rcv->pid, SIGKILL);
+      rcv->wait();
+      // Whatever was killed when: every visible final file is whole (identical to the source) or absent.
+      for (const auto& [rel, data] : tree(dst.p))
+        if (!rel.ends_with(".sparkctl-partial")) {
+          ASSERT_TRUE(want.count(rel)) << rel;
+          EXPECT_TRUE(want.at(rel) == data)
+              << "round " << round << ": " << rel << " is visible but not whole";
+        }
+    }
+    auto rcv = start_receiver(dst.p);
+    auto o = push_opts(src.p, rcv->port, 4);
+    o.block_bytes = 1 << 20;
+    auto rep = push_tree(o);
+    ASSERT_TRUE(rep.ok()) << rep.error().what();
+    EXPECT_EQ(rcv->wait().first, 0);
+    EXPECT_EQ(tree(dst.p), want) << "round " << round;
+    EXPECT_TRUE(no_partials(dst.p));
+    saved += rep->bytes_total - rep->bytes_sent;
+  }
+  std::cerr << "the resumes skipped " << saved << " bytes already at the destination\n";
+  EXPECT_GT(saved, 0u);  // every resume starts from the kept partial files, not from zero
+}
+
+TEST(Push, NotEnoughDiskFailsBeforeTheFirstByte) {
+  TempDir src, dst;
+  make_tree(src.p);
+  auto rcv = start_receiver(dst.p, {{"max_bytes", 100000}});
+  auto rep = push_tree(push_opts(src.p, rcv->port));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.error().message.find("needs"), std::string::npos) << rep.error().what();
+  EXPECT_NE(rep.error().message.find("100000 bytes"), std::string::npos) << rep.error().what();
+  auto [code, body] = rcv->wait();
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(tree(dst.p).empty());
+}
+
+TEST(Push, FullDiskWhileWritingLeavesNothingHalfWritten) {
+  TempDir src, dst;
+  make_tree(src.p, 6 << 20);
+  if (::mount("tmpfs", dst.p.c_str(), "tmpfs", 0, "size=4m") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
+                 << "); the preflight test covers the cap";
+  auto rcv = start_receiver(dst.p, {{"max_bytes", 1ull << 40}});  // claim space: the real disk fills up
+  auto rep = push_tree(push_opts(src.p, rcv->port));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.error().message.find("ENOSPC"), std::string::npos) << rep.error().what();
+  auto [code, body] = rcv->wait();
+  EXPECT_EQ(code, 1);
+  for (const auto& [rel, data] : tree(dst.p)) EXPECT_EQ(data, slurp(src.p / rel)) << rel << " half-written";
+  EXPECT_TRUE(no_partials(dst.p));
+}
+
+TEST(Push, WrongTokenIsRefused) {
+  TempDir src, dst;
+  make_tree(src.p);
+  auto rcv = start_receiver(dst.p, {{"idle_timeout_s", 2}});
+  auto o = push_opts(src.p, rcv->port);
+  o.token = "not-the-token-at-all-000000000000";
+  auto rep = push_tree(o);
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.error().message.find("wrong token"), std::string::npos) << rep.error().what();
+  rcv->wait();
+  EXPECT_TRUE(tree(dst.p).empty());
+}
+
+// A hand-written sender speaks the protocol: escapes are refused, a corrupted block is asked for again.
+TEST(Push, TraversalIsRefused) {
+  TempDir dst, outside;
+  fs::create_directory_symlink(outside.p, dst.p / "link");
+  for (std::string bad : {"../x", "/etc/evil", "a/../../x", "link/x", "./x"}) {
+    auto rcv = start_receiver(dst.p);
+    auto c = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c->send_json({{"type", "hello"}, {"token", kToken}, {"role", "control"}}).ok());
+    ASSERT_TRUE(c->recv_json("welcome").ok());
+    json mf{{"type", "manifest"}, {"block_bytes", kBlock}, {"files", {{{"path", bad}, {"size", 10}}}}};
+    ASSERT_TRUE(c->send_json(mf).ok());
+    auto ans = c->recv_json("have");
+    ASSERT_FALSE(ans.ok()) << bad;
+    EXPECT_NE(ans.error().message.find("refused path"), std::string::npos) << ans.error().what();
+    auto [code, body] = rcv->wait();
+    EXPECT_EQ(code, 1) << bad;
+  }
+  EXPECT_TRUE(fs::is_empty(outside.p));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dst.p), fs::directory_iterator()), 1);  // just the link
+}
+
+TEST(Push, BlockWithWrongHashIsAskedForAgain) {
+  TempDir dst;
+  auto rcv = start_receiver(dst.p);
+  std::string data = random_bytes(2 * kBlock, 9);
+  std::uint64_t h0 = XXH64(data.data(), kBlock, 0), h1 = XXH64(data.data() + kBlock, kBlock, 0);
+  auto ctl = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
+  ASSERT_TRUE(ctl.ok());
+  ASSERT_TRUE(ctl->send_json({{"type", "hello"}, {"token", kToken}, {"role", "control"}}).ok());
+  ASSERT_TRUE(ctl->recv_json("welcome").ok());
+  ASSERT_TRUE(ctl->send_json({{"type", "manifest"},
+                              {"block_bytes", kBlock},
+                              {"files", {{{"path", "f"}, {"size", 2 * kBlock}}}}})
+                  .ok());
+  ASSERT_TRUE(ctl->recv_json("have").ok());
+  json plan{{"type", "plan"}, {"streams", 1}, {"files", {{{"want", {h0, h1}}, {"send", {0, 1}}}}}};
+  ASSERT_TRUE(ctl->send_json(plan).ok());
+  ASSERT_TRUE(ctl->recv_json("ready").ok());
+  auto dc = wire::connect_tcp("127.0.0.1", rcv->port, std::chrono::seconds(5));
+  ASSERT_TRUE(dc->send_json({{"type", "hello"}, {"token", kToken}, {"role", "data"}}).ok());
+  ASSERT_TRUE(dc->recv_json("welcome").ok());
+  ASSERT_TRUE(dc->send_block(0, 0, h0, data.data(), kBlock).ok());
+  std::string bad = data.substr(kBlock);
+  bad[3] ^= 1;  // corrupted in flight: the header still carries the true hash
+  ASSERT_TRUE(dc->send_block(0, 1, h1, bad.data(), kBlock).ok());
+  ASSERT_TRUE(dc->send_end().ok());
+  ASSERT_TRUE(dc->recv_json("ack").ok());
+  ASSERT_TRUE(ctl->send_json({{"type", "done"}}).ok());
+  auto resend = ctl->recv_json("resend");
+  ASSERT_TRUE(resend.ok()) << resend.error().what();
+  EXPECT_EQ((*resend)["files"], json::parse(R"([{"file":0,"blocks":[1]}])"));
+  EXPECT_FALSE(fs::exists(dst.p / "f"));  // not visible while incomplete
+  ASSERT_TRUE(ctl->send_block(0, 1, h1, data.data() + kBlock, kBlock).ok());
+  ASSERT_TRUE(ctl->send_end().ok());
+  ASSERT_TRUE(ctl->send_json({{"type", "done"}}).ok());
+  auto rep = ctl->recv_json("report");
+  ASSERT_TRUE(rep.ok()) << rep.error().what();
+  auto [code, body] = rcv->wait();
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(body["blocks_rejected"], 1);
+  EXPECT_EQ(slurp(dst.p / "f"), data);
+}
