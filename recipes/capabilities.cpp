@@ -49,11 +49,11 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
                    std::string(spec_method_name(r.draft->method)) + " speculative decoding (k=" +
                        std::to_string(r.draft->num_tokens) + ") is not implemented; decoding would be plain",
                    at("draft")});
-  if (r.nodes > 1 && !caps.multi_node)
+  if (r.nodes > 1 && !caps.multi_node && !(r.backend == Backend::cpu && caps.multi_node_cpu))
     out.push_back({Feature::multi_node, "nodes", std::to_string(r.nodes),
-                   "ranks on " + std::to_string(r.nodes) +
-                       " nodes: the multi-node launch (per-node fabric env, worker-first start) is not wired "
-                       "into up yet",
+                   "cuda ranks on " + std::to_string(r.nodes) +
+                       " nodes: NCCL over the RoCE fabric is unverified and up does not run fabric setup "
+                       "(backend cpu across nodes is built: Gloo over TCP)",
                    at("nodes")});
   if (r.tensor_parallel > 1 && r.backend == Backend::cpu && !caps.tensor_parallel_cpu)
     out.push_back({Feature::tensor_parallel, "tensor_parallel", std::to_string(r.tensor_parallel),

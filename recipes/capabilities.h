@@ -16,9 +16,10 @@ struct Capabilities {
   bool kv_cache_fp8 = false;          // fp8 KV cache pages
   bool kv_cache_4bit = false;         // fp4 / nvfp4 KV cache pages
   bool speculative_decoding = false;  // any drafter (EAGLE-3, EAGLE, MTP, n-gram)
-  bool multi_node = false;            // ranks on more than one node (needs the fabric module)
+  bool multi_node = false;            // cuda ranks on more than one node (NCCL over the RoCE fabric)
   bool tensor_parallel = false;       // more than one rank on backend cuda (NCCL communicator: not built)
   bool tensor_parallel_cpu = true;    // more than one rank on backend cpu (Gloo; runtime serve builds it)
+  bool multi_node_cpu = true;  // backend cpu across nodes: up launches worker-first over SSH, Gloo over TCP
 };
 
 // This binary's capabilities.

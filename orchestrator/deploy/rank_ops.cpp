@@ -1,5 +1,8 @@
 #include "orchestrator/deploy/rank_ops.h"
 
+#include <xxhash.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -26,11 +29,22 @@ std::string prefix_lines(const std::string& text, const std::string& prefix) {
 
 }  // namespace
 
+std::string rendezvous_token(const std::string& api_key) {
+  const std::string seed = "sparkctl-rendezvous:" + api_key;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH3_64bits(seed.data(), seed.size())));
+  return hex;
+}
+
 Result<int> launch_rank(NodeLink& link, const DeploySpec& spec, const RankLaunch& r,
                         const std::string& api_key) {
   json env = json::object();
   for (const auto& [k, v] : r.env) env[k] = v;
   env[spec.api_key_env] = api_key;
+  // TP > 1: every rank of the group presents the same rendezvous token (runtime/dist/process_group.h).
+  // Derived from the deployment's API key, so a relaunch by the supervisor gets the same one.
+  env["SPARKCTL_RDZV_TOKEN"] = rendezvous_token(api_key);
   json in{{"dir", spec.run_dir(r.node)}, {"name", r.daemon_name()}, {"argv", r.argv}, {"env", env}};
   SPK_ASSIGN(NodeAnswer a, call_node(*link.exec, NodeVerb::kLaunch, in, 30s));
   if (a.exit_code != 0 || !a.body.value("ok", false))

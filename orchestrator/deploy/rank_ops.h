@@ -22,6 +22,9 @@ struct DaemonInfo {
 };
 
 // Starts one rank as a detached daemon; the API key is added to its env as `api_key_env`.
+// The rendezvous token of a deployment's ranks: 16 hex digits of XXH3-64 over its API key.
+std::string rendezvous_token(const std::string& api_key);
+
 Result<int> launch_rank(NodeLink& link, const DeploySpec& spec, const RankLaunch& r,
                         const std::string& api_key);
 
