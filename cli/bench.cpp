@@ -1,9 +1,11 @@
 // `sparkctl bench LANE`: the measuring method against the lane's warmed deployment (orchestrator/bench).
 // The endpoint is the deployment's rank 0 (state dir) unless --endpoint names one; the API key comes
-// from the env var the recipe names (api_key_env) or --api-key-env. Prints a table; writes JSON and a
-// PNG (tok/s vs concurrency) under <state-dir>/bench/ (or --out). Exit 1 when a probe fails.
+// from the env var the recipe names (api_key_env) or --api-key-env, else the deployment's key file. Prints a
+// table; writes JSON and a PNG (tok/s vs concurrency) under <state-dir>/bench/ (or --out). Exit 1 when a
+// probe fails.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -12,6 +14,7 @@
 #include <random>
 
 #include "cli/verbs.h"
+#include "kernels/base/fs.h"
 #include "orchestrator/bench/bench_report.h"
 #include "orchestrator/bench/bench_run.h"
 #include "orchestrator/deploy/deploy_state.h"
@@ -37,8 +40,13 @@ int fail(const std::string& what) {
   return kExitFailed;
 }
 
-// The deployment's endpoint for `lane`, or an error that says how to get one.
-Result<std::string> deployed_endpoint(const std::string& state_dir, const std::string& lane) {
+struct Deployed {
+  std::string endpoint;
+  std::string api_key_file;
+};
+
+// The deployment's endpoint (and key file) for `lane`, or an error that says how to get one.
+Result<Deployed> deployed_endpoint(const std::string& state_dir, const std::string& lane) {
   auto st = read_deploy_state(state_dir);
   if (!st)
     return make_error(lane + " is not up in " + state_dir, "run sparkctl up " + lane + " or pass --endpoint");
@@ -48,8 +56,9 @@ Result<std::string> deployed_endpoint(const std::string& state_dir, const std::s
   if (st->phase != "ready")
     return make_error(lane + " is " + st->phase + ", not ready",
                       "wait for sparkctl up to finish (sparkctl status)");
+  if (!st->endpoint.empty()) return Deployed{st->endpoint, st->api_key_file};
   for (const auto& r : st->ranks)
-    if (r.rank == 0 && !r.endpoint.empty()) return r.endpoint;
+    if (r.rank == 0 && !r.endpoint.empty()) return Deployed{r.endpoint, st->api_key_file};
   return make_error("the deployment state of " + lane + " has no rank-0 endpoint",
                     "sparkctl restart " + lane);
 }
@@ -70,19 +79,28 @@ int run_bench_verb(Context& ctx, const BenchCliOptions& o) {
   const Recipe& recipe = *loaded->recipe;
 
   bench::BenchOptions bo;
-  std::string url = o.endpoint;
+  std::string url = o.endpoint, key_file;
   if (url.empty()) {
     auto e = deployed_endpoint(ctx.global.state_dir, recipe.name);
     if (!e) return fail(e.error().what());
-    url = *e;
+    url = e->endpoint;
+    key_file = e->api_key_file;
   }
   if (auto s = bench::parse_endpoint_url(url, bo.ep); !s) return fail(s.error().what());
+  // The key: the env var (--api-key-env, else the recipe's), else the deployment's key file.
   const std::string key_env = o.api_key_env.empty() ? recipe.api_key_env : o.api_key_env;
-  const char* key = std::getenv(key_env.c_str());
-  if (key == nullptr || *key == 0)
+  if (const char* key = std::getenv(key_env.c_str()); key != nullptr && *key != 0) {
+    bo.ep.api_key = key;
+  } else if (!key_file.empty()) {
+    auto k = read_file(key_file);
+    if (!k) return fail(k.error().what());
+    bo.ep.api_key = *k;
+    while (!bo.ep.api_key.empty() && std::isspace(static_cast<unsigned char>(bo.ep.api_key.back())))
+      bo.ep.api_key.pop_back();
+  } else {
     return fail(key_env + " is not set (export the deployment's API key in " + key_env +
                 " or pass --api-key-env VAR)");
-  bo.ep.api_key = key;
+  }
   bo.ep.timeout = std::chrono::seconds(o.timeout_s);
   auto model = bench::served_model(bo.ep);
   if (!model) return fail(model.error().what());

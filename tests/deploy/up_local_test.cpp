@@ -71,6 +71,14 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   EXPECT_EQ(logs.code, 0) << logs.out;
   EXPECT_NE(logs.out.find("[local/rank-0] ready:"), std::string::npos) << logs.out;
 
+  // bench finds the deployment's endpoint and API key by itself (state dir), no env var needed.
+  auto bench = test::run_sparkctl(
+      "bench lane-demo --probe-tokens 4 --repeats 1 --max-concurrency 2 --needle-tokens 0 --out " + state +
+          "/b",
+      "env -u SPARKCTL_API_KEY " + env);
+  EXPECT_EQ(bench.code, 0) << bench.out;
+  EXPECT_NE(bench.out.find("first after ready"), std::string::npos) << bench.out;
+
   auto down = test::run_sparkctl("down", env);
   ASSERT_EQ(down.code, 0) << down.out;
   EXPECT_FALSE(pid_alive(pid));
