@@ -166,10 +166,45 @@ Result<StepMeta> Transformer::step_meta(const StepBatch& b) const {
 }
 
 Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) {
+  Tensor out;
+  SPK_TRY(run(batch, &out));
+  logits.assign(batch.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size), 0.0f);
+  if (out.empty()) return ok_status();
+  return be_->download(out, logits.data(), logits.size() * sizeof(float));
+}
+
+Status Transformer::forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                                   std::vector<SampledToken>& tokens, std::vector<float>& logits) {
+  if (rows.size() != batch.logit_rows.size())
+    return make_error(std::to_string(rows.size()) + " sampling rows for " +
+                          std::to_string(batch.logit_rows.size()) + " logit rows",
+                      "give one SampleRow per logit row");
+  Tensor out;
+  SPK_TRY(run(batch, &out));
+  tokens.assign(rows.size(), SampledToken{});
+  if (out.empty()) return ok_status();
+  SPK_TRY(be_->sample(out, rows, tokens));
+  const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+  bool sized = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!tokens[i].host) continue;
+    if (!sized && logits.size() < rows.size() * vocab) logits.resize(rows.size() * vocab);
+    sized = true;
+    if (be_->device() == Device::cpu) {  // already host memory
+      std::copy_n(out.ptr<float>() + i * vocab, vocab, logits.data() + i * vocab);
+    } else {
+      SPK_TRY(be_->download(out.rows(static_cast<int64_t>(i), 1), logits.data() + i * vocab,
+                            vocab * sizeof(float)));
+    }
+  }
+  return ok_status();
+}
+
+Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
   SPK_ASSIGN(StepMeta meta, step_meta(batch));
   const int64_t n = static_cast<int64_t>(batch.tokens.size()),
                 m = static_cast<int64_t>(batch.logit_rows.size());
-  logits.assign(static_cast<size_t>(m) * cfg_.vocab_size, 0.0f);
+  *logits_out = Tensor{};
   if (n == 0) return ok_status();
   SPK_TRY(reserve(n, std::max<int64_t>(m, 1)));
   Activations a;
@@ -185,8 +220,8 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
                           {&a.act, &cap_.act}})
     *dst = src->rows(0, n);
   Tensor ids = ids_cap_.rows(0, n);
+  SPK_TRY(be_->begin_step(meta));  // first: the uploads below are queued in the step (one graph)
   SPK_TRY(be_->upload(ids, batch.tokens.data(), n * sizeof(int32_t)));
-  SPK_TRY(be_->begin_step(meta));
 
   SPK_TRY(be_->embedding(embed_, ids, a.resid));
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -208,8 +243,8 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
   SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
   SPK_TRY(be_->gather_rows(a.h, rows, last));
   SPK_TRY(be_->linear(last, lm_head_, nullptr, out));
-  SPK_TRY(be_->synchronize());
-  return be_->download(out, logits.data(), logits.size() * sizeof(float));
+  *logits_out = out;
+  return ok_status();
 }
 
 }  // namespace spk::rt

@@ -24,12 +24,16 @@ class Transformer final : public Model {
   [[nodiscard]] int block_size() const override { return block_size_; }
   [[nodiscard]] int num_blocks() const override { return num_blocks_; }
   Status forward(const StepBatch& batch, std::vector<float>& logits) override;
+  Status forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                        std::vector<SampledToken>& tokens, std::vector<float>& logits) override;
 
  private:
   Transformer() = default;
   Status load(const WeightSource& src);
   Status reserve(int64_t n_tokens, int64_t n_logits);  // grows the activation buffers
   Result<StepMeta> step_meta(const StepBatch& b) const;
+  // The step up to the logits: *out = [logit_rows, vocab] on the backend (empty when no rows).
+  Status run(const StepBatch& batch, Tensor* out);
 
   ModelConfig cfg_;
   std::shared_ptr<WeightSource> src_;
