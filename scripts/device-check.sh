@@ -10,7 +10,7 @@ S=bundle/bin/sparkctl
 {
 echo "== gpu tests"
 for t in cuda_kernels_test cuda_backend_test cuda_sample_test cuda_model_test; do
-  [ -x bundle/bin/$t ] && bundle/bin/$t --gtest_brief=1 2>&1 | grep -v "^\[ *OK"
+  echo "-- $t"; bundle/bin/$t --gtest_brief=1 2>&1 | grep -v "^\[ *OK"
 done
 if [ "${KERNEL_BENCH:-0}" = 1 ]; then echo "== kernel bench"; bundle/bin/bench_cuda_kernels 30; fi
 if [ "${SKIP_HF:-0}" != 1 ]; then

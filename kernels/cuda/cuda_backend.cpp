@@ -30,6 +30,10 @@ constexpr int kMaxSplitTokens =
 // Small uploads (ids, rows, sampling parameters) go through a pinned arena and are queued in op order,
 // so a decode step is one graph launch with its host inputs as memcpy nodes; larger ones sync.
 constexpr size_t kArenaBytes = size_t{1} << 20;
+// Decode batches up to this take the GEMV, larger ones cuBLASLt. Measured on the H200 (8B shapes,
+// PERF_NOTES.md v2): batch 2 GEMV 5.47 vs cuBLASLt 5.93 ms/step; batch 4 6.78 vs 6.18; batch 8 13.8 vs
+// 6.46 (the GEMV re-reads x per row group from L1 and falls to ~27 % of bandwidth at batch 8).
+constexpr int kDefaultGemvMaxBatch = 2;
 constexpr size_t kMaxQueuedUpload = size_t{64} << 10;
 
 int env_int(const char* name, int def, int lo, int hi) {
@@ -70,7 +74,7 @@ class CudaBackend final : public Backend {
   CudaBackend()
       : queue_(std::getenv("SPARKCTL_CUDA_GRAPHS") == nullptr ||
                std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0"),
-        gemv_max_(env_int("SPARKCTL_GEMV_MAX_BATCH", kGemvMaxBatch, 0, kGemvMaxBatch)) {}
+        gemv_max_(env_int("SPARKCTL_GEMV_MAX_BATCH", kDefaultGemvMaxBatch, 0, kGemvMaxBatch)) {}
   ~CudaBackend() override {
     (void)flush();
     if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1")
@@ -93,7 +97,9 @@ class CudaBackend final : public Backend {
     SPK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SPK_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
     SPK_CUDA_CHECK(cudaMallocHost(&arena_, kArenaBytes));
-    return ok_status();
+    Status st;
+    arena_d_ = device_alloc(kArenaBytes, &st);
+    return st;
   }
 
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
@@ -153,16 +159,21 @@ class CudaBackend final : public Backend {
       return op_error("upload", std::to_string(bytes) + " bytes into " + describe(dst));
     if (bytes == 0) return ok_status();
     const size_t slot = (arena_used_ + 15) / 16 * 16;
-    if (bytes <= kMaxQueuedUpload && slot + bytes <= kArenaBytes) {
-      // Copied now (the caller may reuse `host`); the H2D runs in op order, inside the step's graph.
+    if (queued_uploads_ && bytes <= kMaxQueuedUpload && slot + bytes <= kArenaBytes) {
+      // Copied now (the caller may reuse `host`); the H2D runs in op order, inside the step's graph:
+      // pinned arena -> device arena (a memcpy node between two allocations the backend owns for its
+      // lifetime), then a copy kernel to `dst`. A memcpy node straight into `dst` breaks graph replay
+      // once `dst` is freed and another allocation lands at its address (seen on the H200: the
+      // backend test crashed on its first replay after reallocating its tensors).
       char* src = static_cast<char*>(arena_) + slot;
+      char* mid = static_cast<char*>(arena_d_.get()) + slot;
       std::memcpy(src, host, bytes);
       arena_used_ = slot + bytes;
       void* d = dst.data;
       push(
           [=](cudaStream_t s) -> Status {
-            SPK_CUDA_CHECK(cudaMemcpyAsync(d, src, bytes, cudaMemcpyHostToDevice, s));
-            return ok_status();
+            SPK_CUDA_CHECK(cudaMemcpyAsync(mid, src, bytes, cudaMemcpyHostToDevice, s));
+            return copy_device(mid, d, static_cast<int64_t>(bytes), s);
           },
           {9, u(d), u(src), u(int64_t(bytes)), gen_});
       return ok_status();
@@ -354,7 +365,8 @@ class CudaBackend final : public Backend {
     auto* vc = v_cache.ptr<bf16>();
     const int32_t* sl = slots_.get();
     const int n = n_tokens_, hk = static_cast<int>(k.dim(1)), d = static_cast<int>(k.dim(2));
-    if (rope_.k == kp && rope_.hk == hk && rope_.d == d) {  // the previous op roped this k: fuse
+    if (rope_fuse_ && rope_.k == kp && rope_.hk == hk &&
+        rope_.d == d) {  // the previous op roped this k: fuse
       const RopeOp r = rope_;
       const int32_t* pos = positions_.get();
       queue_.replace_last(
@@ -581,6 +593,8 @@ class CudaBackend final : public Backend {
   int group_n_ = 0, group_m_ = 0, group_k_ = 0;
   const float* group_x_ = nullptr;
   bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
+  bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
+  bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
   struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
     float* q = nullptr;
     float* k = nullptr;
@@ -588,13 +602,14 @@ class CudaBackend final : public Backend {
     int hq = 0, hk = 0, d = 0;
   } rope_;
   std::unique_ptr<WeightLoader> loader_;
-  void* arena_ = nullptr;  // pinned, kArenaBytes: queued small uploads of the current step
+  void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
+  std::shared_ptr<void> arena_d_;  // its device mirror
   size_t arena_used_ = 0;
   std::shared_ptr<void> sample_d_;  // [cap] DeviceSampleRow + [cap] DeviceSampleOut
   void* sample_h_ = nullptr;        // pinned mirror
   size_t sample_cap_ = 0;
   GraphQueue queue_;
-  int gemv_max_ = kGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
+  int gemv_max_ = kDefaultGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
   std::unique_ptr<Gemm> gemm_;
   int gemm_tokens_ = 0, gemm_k_ = 0;
   IntBuffer positions_, slots_, table_off_, tables_, tiles_;

@@ -47,6 +47,11 @@ Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaS
 // out[i, :] = x[rows[i], :] for i < m; row width `width` floats.
 Status gather_rows(const float* x, const int32_t* rows, int m, int width, float* out, cudaStream_t s);
 
+// dst[0, bytes) = src[0, bytes), both device memory, as a kernel (a graph kernel node holds only the
+// raw addresses; a memcpy node may keep per-allocation state that a free + reallocation at the same
+// address leaves stale).
+Status copy_device(const void* src, void* dst, int64_t bytes, cudaStream_t s);
+
 // x += y (n elements)
 Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
 

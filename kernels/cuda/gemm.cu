@@ -29,7 +29,7 @@ Result<Gemm*> Gemm::create(int max_tokens, int max_k) {
     return e;
   };
   const char* at = std::getenv("SPARKCTL_GEMM_AUTOTUNE");
-  g->autotune_ = !(at && std::string(at) == "0");
+  g->autotune_ = at && std::string(at) == "1";
   if (auto st = cublasLtCreate(&g->handle_); st != CUBLAS_STATUS_SUCCESS)
     return fail(cublas_error(st, "cublasLtCreate", __FILE__, __LINE__));
   g->workspace_bytes_ = 32u << 20;

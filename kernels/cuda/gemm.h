@@ -37,7 +37,9 @@ class Gemm {
   // cuBLASLt's heuristic pick per (M, N, K): the query costs tens of us on the host per call, which
   // eager prefill steps (no graph) would pay for every linear.
   std::map<std::tuple<int, int, int>, cublasLtMatmulAlgo_t> algos_;
-  bool autotune_ = true;  // SPARKCTL_GEMM_AUTOTUNE=0: take the heuristic's first pick
+  // SPARKCTL_GEMM_AUTOTUNE=1: time the heuristic's top 8 per shape. Off by default: on the H200 it did
+  // not beat the first pick (batch 32: 7.59 ms/step tuned vs 7.35 untuned, PERF_NOTES.md v2).
+  bool autotune_ = false;
 };
 
 }  // namespace spk::cuda
