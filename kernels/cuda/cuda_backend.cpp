@@ -307,7 +307,7 @@ class CudaBackend final : public Backend {
     const int n = static_cast<int>(N), k = static_cast<int>(K);
     // Consecutive GEMMs on the same x (q/k/v, gate/up) share one fp32 -> bf16 staging pass: valid
     // while no other op ran in between (push() forgets it).
-    const bool staged = !gemv && staged_x_ == xp && staged_m_ == M && staged_k_ == k;
+    const bool staged = staging_reuse_ && !gemv && staged_x_ == xp && staged_m_ == M && staged_k_ == k;
     if (gemv && group_n_ > 0 && group_n_ < kGemvMaxGroup && group_x_ == xp && group_m_ == M &&
         group_k_ == k) {
       // The previous op is a GEMV on the same x (q then k then v; gate then up): one launch for all.
@@ -594,6 +594,7 @@ class CudaBackend final : public Backend {
   const float* group_x_ = nullptr;
   bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
   bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
+  bool staging_reuse_ = env_int("SPARKCTL_STAGING_REUSE", 1, 0, 1) == 1;
   bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
   struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
     float* q = nullptr;
