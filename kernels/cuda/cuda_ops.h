@@ -31,12 +31,26 @@ Status rmsnorm(const float* x, float* residual, const float* w, int rows, int di
 Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, int N, int K, float* y,
                  cudaStream_t s);
 inline constexpr int kGemvMaxBatch = 8;
+// Several weights that read the same x (q/k/v, gate/up) in one launch: y_i = x . W_i^T (+ bias_i).
+inline constexpr int kGemvMaxGroup = 3;
+struct GemvSegment {
+  const bf16* W;
+  const float* bias;
+  float* y;
+  int N;
+};
+Status gemv_bf16_group(const GemvSegment* segs, int n, const float* x, int batch, int K, cudaStream_t s);
 
 // out[i] = silu(gate[i]) * up[i], n elements
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
 
 // out[i, :] = x[rows[i], :] for i < m; row width `width` floats.
 Status gather_rows(const float* x, const int32_t* rows, int m, int width, float* out, cudaStream_t s);
+
+// dst[0, bytes) = src[0, bytes), both device memory, as a kernel (a graph kernel node holds only the
+// raw addresses; a memcpy node may keep per-allocation state that a free + reallocation at the same
+// address leaves stale).
+Status copy_device(const void* src, void* dst, int64_t bytes, cudaStream_t s);
 
 // x += y (n elements)
 Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s);
@@ -81,5 +95,26 @@ Status prefill_attention(const float* q, const bf16* k_cache, const bf16* v_cach
 
 // ids[b] = argmax_v logits[b, v] (ties to the lowest id)
 Status argmax(const float* logits, int batch, int vocab, int32_t* ids, cudaStream_t s);
+
+// Device-side sampling of logits rows (sample.cu has the semantics: runtime/sampler's, without
+// penalties). `u` is the draw in [0, 1) the host PRNG took for the row.
+inline constexpr int kMaxSampleCandidates = 1024;
+struct DeviceSampleRow {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  double u;
+  int32_t want_logprob;
+  int32_t host;  // skip: the host samples this row
+};
+struct DeviceSampleOut {
+  int32_t id;
+  float logprob;
+  int32_t host;  // 1: not decided on the device (the host must sample this row from its logits)
+  int32_t pad;
+};
+Status sample_rows(const float* logits, int rows, int vocab, const DeviceSampleRow* params,
+                   DeviceSampleOut* out, cudaStream_t s);
 
 }  // namespace spk::cuda

@@ -210,6 +210,22 @@ Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaS
   return ok_status();
 }
 
+__global__ void copy_bytes_kernel(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst,
+                                  int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+Status copy_device(const void* src, void* dst, int64_t bytes, cudaStream_t s) {
+  if (bytes == 0) return ok_status();
+  const int blocks = static_cast<int>(std::min<int64_t>((bytes + 255) / 256, 256));
+  copy_bytes_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned char*>(src),
+                                           static_cast<unsigned char*>(dst), bytes);
+  SPK_CUDA_LAUNCH_CHECK();
+  return ok_status();
+}
+
 Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return ok_status();
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));

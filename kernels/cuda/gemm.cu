@@ -1,4 +1,6 @@
+#include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
@@ -26,6 +28,8 @@ Result<Gemm*> Gemm::create(int max_tokens, int max_k) {
     delete g;
     return e;
   };
+  const char* at = std::getenv("SPARKCTL_GEMM_AUTOTUNE");
+  g->autotune_ = at && std::string(at) == "1";
   if (auto st = cublasLtCreate(&g->handle_); st != CUBLAS_STATUS_SUCCESS)
     return fail(cublas_error(st, "cublasLtCreate", __FILE__, __LINE__));
   g->workspace_bytes_ = 32u << 20;
@@ -44,15 +48,16 @@ Gemm::~Gemm() {
 }
 
 Status Gemm::linear(const bf16* W, const float* bias, const float* x, int M, int N, int K, float* y,
-                    cudaStream_t s) {
+                    cudaStream_t s, bool x_staged) {
   if (M == 0) return ok_status();
-  if (M <= kGemvMaxBatch && K % 8 == 0) return gemv_bf16(W, bias, x, M, N, K, y, s);
   if (static_cast<size_t>(M) * K > xbf_elems_)
     return make_error("gemm: " + std::to_string(M) + "x" + std::to_string(K) + " exceeds the staging buffer",
                       "lower max_num_batched_tokens");
   const int64_t n = static_cast<int64_t>(M) * K;
-  f32_to_bf16_kernel<<<static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, s>>>(x, n, xbf_);
-  SPK_CUDA_LAUNCH_CHECK();
+  if (!x_staged) {
+    f32_to_bf16_kernel<<<static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, s>>>(x, n, xbf_);
+    SPK_CUDA_LAUNCH_CHECK();
+  }
 
   // Column-major view: C[N, M] = op(A) B with A = W as [K, N] (transposed), B = x as [K, M].
   cublasLtMatmulDesc_t op = nullptr;
@@ -70,7 +75,50 @@ Status Gemm::linear(const bf16* W, const float* bias, const float* x, int M, int
                                                         &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  SPK_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 1, &heur, &found));
+  const auto key = std::make_tuple(M, N, K);
+  if (auto it = algos_.find(key); it != algos_.end()) {
+    heur.algo = it->second;
+    found = 1;
+  } else {
+    // Autotune once per shape (outside graph capture: the first call of a shape always runs eagerly):
+    // time cuBLASLt's top candidates and keep the fastest. The heuristic's first pick is often not the
+    // fastest at decode sizes (M <= 64), where the GEMM is a weight stream.
+    cublasLtMatmulHeuristicResult_t cands[8];
+    SPK_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 8, cands, &found));
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    SPK_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+    int pick = 0;
+    if (found > 1 && cs == cudaStreamCaptureStatusNone && autotune_) {
+      cudaEvent_t e0 = nullptr, e1 = nullptr;
+      SPK_CUDA_CHECK(cudaEventCreate(&e0));
+      SPK_CUDA_CHECK(cudaEventCreate(&e1));
+      float best = 1e30f;
+      const float alpha = 1.0f, beta = 0.0f;
+      for (int i = 0; i < found; ++i) {
+        auto run = [&] {
+          return cublasLtMatmul(handle_, op, &alpha, W, la, xbf_, lb, &beta, y, lc, y, lc, &cands[i].algo,
+                                workspace_, workspace_bytes_, s);
+        };
+        if (run() != CUBLAS_STATUS_SUCCESS) continue;
+        cudaEventRecord(e0, s);
+        bool ok = true;
+        for (int r = 0; r < 5 && ok; ++r) ok = run() == CUBLAS_STATUS_SUCCESS;
+        cudaEventRecord(e1, s);
+        float ms = 0;
+        if (ok && cudaEventSynchronize(e1) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms < best) {
+          best = ms;
+          pick = i;
+        }
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+    if (found) {
+      heur = cands[pick];
+      algos_[key] = heur.algo;
+    }
+  }
   std::optional<Error> err;
   if (found == 0) {
     err = make_error("cuBLASLt found no algorithm for bf16 " + std::to_string(M) + "x" + std::to_string(N) +

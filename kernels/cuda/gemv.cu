@@ -18,11 +18,27 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Up to kGemvMaxGroup weights that share x (q/k/v, gate/up) in one launch: segment i owns blocks
+// [first_block[i], first_block[i + 1]).
+struct Group {
+  const bf16* W[kGemvMaxGroup];
+  const float* bias[kGemvMaxGroup];
+  float* y[kGemvMaxGroup];
+  int N[kGemvMaxGroup];
+  int first_block[kGemvMaxGroup];
+  int n;
+};
+
 template <int B, int R>
-__global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const bf16* __restrict__ W, const float* __restrict__ bias, const float* __restrict__ x,
-                int N, int K, float* __restrict__ y) {
-  const int row0 = blockIdx.x * R;
+__global__ void __launch_bounds__(kThreads) gemv_kernel(const Group g, const float* __restrict__ x, int K) {
+  // Segment of this block (selects, no dynamic indexing into the parameter struct).
+  const int blk = blockIdx.x;
+  const bool s1 = g.n > 1 && blk >= g.first_block[1], s2 = g.n > 2 && blk >= g.first_block[2];
+  const bf16* __restrict__ W = s2 ? g.W[2] : s1 ? g.W[1] : g.W[0];
+  const float* __restrict__ bias = s2 ? g.bias[2] : s1 ? g.bias[1] : g.bias[0];
+  float* __restrict__ y = s2 ? g.y[2] : s1 ? g.y[1] : g.y[0];
+  const int N = s2 ? g.N[2] : s1 ? g.N[1] : g.N[0];
+  const int row0 = (blk - (s2 ? g.first_block[2] : s1 ? g.first_block[1] : 0)) * R;
   const int chunks = K / 8;
   float acc[R][B];
 #pragma unroll
@@ -84,16 +100,37 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int B>
-void launch(const bf16* W, const float* bias, const float* x, int N, int K, float* y, cudaStream_t s) {
+void launch(const GemvSegment* segs, int n, const float* x, int K, cudaStream_t s) {
   // More rows per block cut x re-reads at larger batch; small N keeps R small to fill the SMs.
   constexpr int R = B <= 2 ? 2 : 4;
-  gemv_kernel<B, R><<<(N + R - 1) / R, kThreads, 0, s>>>(W, bias, x, N, K, y);
+  Group g{};
+  g.n = n;
+  int blocks = 0;
+  for (int i = 0; i < n; ++i) {
+    g.W[i] = segs[i].W;
+    g.bias[i] = segs[i].bias;
+    g.y[i] = segs[i].y;
+    g.N[i] = segs[i].N;
+    g.first_block[i] = blocks;
+    blocks += (segs[i].N + R - 1) / R;
+  }
+  gemv_kernel<B, R><<<blocks, kThreads, 0, s>>>(g, x, K);
 }
 
 }  // namespace
 
 Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, int N, int K, float* y,
                  cudaStream_t s) {
+  const GemvSegment seg{W, bias, y, N};
+  return gemv_bf16_group(&seg, 1, x, batch, K, s);
+}
+
+Status gemv_bf16_group(const GemvSegment* segs, int n, const float* x, int batch, int K, cudaStream_t s) {
+  if (n < 1 || n > kGemvMaxGroup)
+    return make_error("gemv_bf16_group: " + std::to_string(n) + " weights",
+                      "group 1.." + std::to_string(kGemvMaxGroup));
+  for (int i = 0; i < n; ++i)
+    if (segs[i].N < 1) return make_error("gemv_bf16_group: weight " + std::to_string(i) + " has N=0");
   if (K % 8 != 0)
     return make_error("gemv_bf16: K=" + std::to_string(K) + " is not a multiple of 8",
                       "use the GEMM path for this shape");
@@ -101,28 +138,28 @@ Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, in
     return make_error("gemv_bf16: batch " + std::to_string(batch) + " outside 1..8", "use the GEMM path");
   switch (batch) {
     case 1:
-      launch<1>(W, bias, x, N, K, y, s);
+      launch<1>(segs, n, x, K, s);
       break;
     case 2:
-      launch<2>(W, bias, x, N, K, y, s);
+      launch<2>(segs, n, x, K, s);
       break;
     case 3:
-      launch<3>(W, bias, x, N, K, y, s);
+      launch<3>(segs, n, x, K, s);
       break;
     case 4:
-      launch<4>(W, bias, x, N, K, y, s);
+      launch<4>(segs, n, x, K, s);
       break;
     case 5:
-      launch<5>(W, bias, x, N, K, y, s);
+      launch<5>(segs, n, x, K, s);
       break;
     case 6:
-      launch<6>(W, bias, x, N, K, y, s);
+      launch<6>(segs, n, x, K, s);
       break;
     case 7:
-      launch<7>(W, bias, x, N, K, y, s);
+      launch<7>(segs, n, x, K, s);
       break;
     default:
-      launch<8>(W, bias, x, N, K, y, s);
+      launch<8>(segs, n, x, K, s);
       break;
   }
   SPK_CUDA_LAUNCH_CHECK();

@@ -29,7 +29,15 @@ void GraphQueue::clear() {
 
 void GraphQueue::push(Op op, std::initializer_list<uint64_t> fingerprint) {
   ops_.push_back(std::move(op));
+  last_fp_ = fp_.size();
   fp_.push_back(0xfeedull ^ fingerprint.size());  // separator: op boundaries are part of the key
+  fp_.insert(fp_.end(), fingerprint.begin(), fingerprint.end());
+}
+
+void GraphQueue::replace_last(Op op, const std::vector<uint64_t>& fingerprint) {
+  ops_.back() = std::move(op);
+  fp_.resize(last_fp_);
+  fp_.push_back(0xfeedull ^ fingerprint.size());
   fp_.insert(fp_.end(), fingerprint.begin(), fingerprint.end());
 }
 

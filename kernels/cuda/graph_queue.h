@@ -31,6 +31,8 @@ class GraphQueue {
   GraphQueue& operator=(const GraphQueue&) = delete;
 
   void push(Op op, std::initializer_list<uint64_t> fingerprint);
+  // Replaces the last queued op (and its fingerprint): peephole fusion of an op with the one before it.
+  void replace_last(Op op, const std::vector<uint64_t>& fingerprint);
   [[nodiscard]] bool empty() const { return ops_.empty(); }
   // Runs everything queued, in order, on `s` (graph replay when possible and `allow_graph`: large
   // prefill steps run eagerly, since their shapes rarely repeat and capture would only add latency).
@@ -55,6 +57,7 @@ class GraphQueue {
   bool enabled_;
   std::vector<Op> ops_;
   std::vector<uint64_t> fp_;
+  size_t last_fp_ = 0;  // where the last op's fingerprint starts in fp_
   std::unordered_map<uint64_t, Entry> cache_;
   Stats stats_;
 };

@@ -30,6 +30,16 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
   return Transformer::create(config, std::move(weights), std::move(be), TpContext{plan, opts.comm});
 }
 
+Status Model::forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                             std::vector<SampledToken>& tokens, std::vector<float>& logits) {
+  if (rows.size() != batch.logit_rows.size())
+    return make_error(std::to_string(rows.size()) + " sampling rows for " +
+                          std::to_string(batch.logit_rows.size()) + " logit rows",
+                      "give one SampleRow per logit row");
+  tokens.assign(rows.size(), SampledToken{});
+  return forward(batch, logits);
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& model_dir, const LoadOptions& opts) {
   SPK_ASSIGN(ModelConfig cfg, load_model_config(model_dir));
   SPK_ASSIGN(std::shared_ptr<WeightSource> w, open_checkpoint_weights(model_dir));

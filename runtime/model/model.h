@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/base/status.h"
 #include "runtime/model/model_config.h"
 #include "runtime/model/step.h"
@@ -51,6 +52,13 @@ class Model {
   // One step. `logits` is resized to batch.logit_rows.size() x vocab_size (fp32, row-major). Tensor
   // parallel: every rank runs the same batch (collectives inside) and gets the full logits.
   virtual Status forward(const StepBatch& batch, std::vector<float>& logits) = 0;
+
+  // One step that samples on the backend (Backend::sample): rows[i] says how to sample logit row i,
+  // tokens[i] is the result. Where tokens[i].host is set the backend left the row to the caller, and
+  // logits[i * vocab_size ...] holds that row's logits (other rows of `logits` are unspecified).
+  // Default: forward(), every row host.
+  virtual Status forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                                std::vector<SampledToken>& tokens, std::vector<float>& logits);
 };
 
 }  // namespace spk::rt

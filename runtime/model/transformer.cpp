@@ -69,7 +69,8 @@ uint64_t Transformer::kv_bytes_per_token() const {
 
 uint64_t Transformer::activation_bytes(int max_tokens) const {
   const TpShardPlan& p = tp_.plan;
-  const uint64_t logits = p.world == 1 ? cfg_.vocab_size : (p.world + 1ull) * p.vocab_per_rank;
+  const uint64_t logits =
+      p.world == 1 ? cfg_.vocab_size : (p.world + 1ull) * p.vocab_per_rank + cfg_.vocab_size;
   const uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
                              2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count +
                              3 /* ids, rows */ + cfg_.hidden_size + logits /* worst case */;
@@ -120,6 +121,7 @@ Status Transformer::reserve(int64_t n, int64_t m) {
     SPK_ASSIGN(logits_cap_, be_->alloc(DType::f32, {m, lm_head_.local_width()}));
     if (tp_.plan.world > 1) {
       SPK_ASSIGN(gathered_cap_, be_->alloc(DType::f32, {tp_.plan.world * m, lm_head_.local_width()}));
+      SPK_ASSIGN(full_cap_, be_->alloc(DType::f32, {m, c.vocab_size}));
     }
     cap_logits_ = m;
   }
@@ -186,10 +188,45 @@ Result<StepMeta> Transformer::step_meta(const StepBatch& b) const {
 }
 
 Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) {
+  Tensor out;
+  SPK_TRY(run(batch, &out));
+  logits.assign(batch.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size), 0.0f);
+  if (out.empty()) return ok_status();
+  return be_->download(out, logits.data(), logits.size() * sizeof(float));
+}
+
+Status Transformer::forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                                   std::vector<SampledToken>& tokens, std::vector<float>& logits) {
+  if (rows.size() != batch.logit_rows.size())
+    return make_error(std::to_string(rows.size()) + " sampling rows for " +
+                          std::to_string(batch.logit_rows.size()) + " logit rows",
+                      "give one SampleRow per logit row");
+  Tensor out;
+  SPK_TRY(run(batch, &out));
+  tokens.assign(rows.size(), SampledToken{});
+  if (out.empty()) return ok_status();
+  SPK_TRY(be_->sample(out, rows, tokens));
+  const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+  bool sized = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!tokens[i].host) continue;
+    if (!sized && logits.size() < rows.size() * vocab) logits.resize(rows.size() * vocab);
+    sized = true;
+    if (be_->device() == Device::cpu) {  // already host memory
+      std::copy_n(out.ptr<float>() + i * vocab, vocab, logits.data() + i * vocab);
+    } else {
+      SPK_TRY(be_->download(out.rows(static_cast<int64_t>(i), 1), logits.data() + i * vocab,
+                            vocab * sizeof(float)));
+    }
+  }
+  return ok_status();
+}
+
+Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
   SPK_ASSIGN(StepMeta meta, step_meta(batch));
   const int64_t n = static_cast<int64_t>(batch.tokens.size()),
                 m = static_cast<int64_t>(batch.logit_rows.size());
-  logits.assign(static_cast<size_t>(m) * cfg_.vocab_size, 0.0f);
+  *logits_out = Tensor{};
   if (n == 0) return ok_status();
   SPK_TRY(reserve(n, std::max<int64_t>(m, 1)));
   Activations a;
@@ -205,8 +242,8 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
                           {&a.act, &cap_.act}})
     *dst = src->rows(0, n);
   Tensor ids = ids_cap_.rows(0, n);
+  SPK_TRY(be_->begin_step(meta));  // first: the uploads below are queued in the step (one graph)
   SPK_TRY(embed_.upload_ids(*be_, batch.tokens, ids));
-  SPK_TRY(be_->begin_step(meta));
 
   SPK_TRY(embed_.forward(*be_, ids, a.resid));
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -227,8 +264,12 @@ Status Transformer::forward(const StepBatch& batch, std::vector<float>& logits) 
   Tensor rows = rows_cap_.rows(0, m), last = last_cap_.rows(0, m), out = logits_cap_.rows(0, m);
   SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
   SPK_TRY(be_->gather_rows(a.h, rows, last));
-  Tensor gathered = tp_.plan.world > 1 ? gathered_cap_.rows(0, tp_.plan.world * m) : Tensor{};
-  return lm_head_.forward(*be_, last, out, gathered, logits);
+  const bool tp = tp_.plan.world > 1;
+  Tensor gathered = tp ? gathered_cap_.rows(0, tp_.plan.world * m) : Tensor{};
+  Tensor full = tp ? full_cap_.rows(0, m) : out;
+  SPK_TRY(lm_head_.forward(*be_, last, out, gathered, full));
+  *logits_out = full;
+  return ok_status();
 }
 
 }  // namespace spk::rt

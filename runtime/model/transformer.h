@@ -28,12 +28,16 @@ class Transformer final : public Model {
   [[nodiscard]] int block_size() const override { return block_size_; }
   [[nodiscard]] int num_blocks() const override { return num_blocks_; }
   Status forward(const StepBatch& batch, std::vector<float>& logits) override;
+  Status forward_sample(const StepBatch& batch, const std::vector<SampleRow>& rows,
+                        std::vector<SampledToken>& tokens, std::vector<float>& logits) override;
 
  private:
   Transformer() = default;
   Status load(const WeightSource& src);
   Status reserve(int64_t n_tokens, int64_t n_logits);  // grows the activation buffers
   Result<StepMeta> step_meta(const StepBatch& b) const;
+  // The step up to the logits: *out = [logit_rows, vocab] on the backend (empty when no rows).
+  Status run(const StepBatch& batch, Tensor* out);
 
   ModelConfig cfg_;
   std::shared_ptr<WeightSource> src_;
@@ -50,7 +54,7 @@ class Transformer final : public Model {
   uint64_t weight_bytes_ = 0;
   // Activation storage sized for cap_tokens_ / cap_logits_ rows; each step takes [n] views.
   Activations cap_;
-  Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_, gathered_cap_;
+  Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_, gathered_cap_, full_cap_;
   int64_t cap_tokens_ = 0, cap_logits_ = 0;
 };
 

@@ -56,25 +56,21 @@ void VocabParallelLmHead::tie(const VocabParallelEmbedding& e, int64_t V) {
 }
 
 Status VocabParallelLmHead::forward(Backend& be, const Tensor& x, Tensor& local, Tensor& gathered,
-                                    std::vector<float>& logits) const {
+                                    Tensor& full) const {
+  if (comm == nullptr || comm->world() == 1) return be.linear(x, w, nullptr, full);
   SPK_TRY(be.linear(x, w, nullptr, local));
-  const int64_t m = x.dim(0);
-  if (comm == nullptr || comm->world() == 1) {
-    SPK_TRY(be.synchronize());
-    return be.download(local, logits.data(), logits.size() * sizeof(float));
-  }
   SPK_TRY(dist::all_gather_rows(be, *comm, local, gathered));
   SPK_TRY(be.synchronize());
   const int world = comm->world();
-  const int64_t vpr = vocab_per_rank;
-  std::vector<float> g(static_cast<size_t>(world * m * vpr));
+  const int64_t m = x.dim(0), vpr = vocab_per_rank;
+  std::vector<float> g(static_cast<size_t>(world * m * vpr)), f(static_cast<size_t>(m * vocab));
   SPK_TRY(be.download(gathered, g.data(), g.size() * sizeof(float)));
   for (int r = 0; r < world; ++r) {
     const int64_t cols = std::min<int64_t>(vpr, vocab - r * vpr);
     for (int64_t i = 0; i < m && cols > 0; ++i)
-      std::copy_n(g.data() + (r * m + i) * vpr, cols, logits.data() + i * vocab + r * vpr);
+      std::copy_n(g.data() + (r * m + i) * vpr, cols, f.data() + i * vocab + r * vpr);
   }
-  return ok_status();
+  return be.upload(full, f.data(), f.size() * sizeof(float));
 }
 
 }  // namespace spk::rt

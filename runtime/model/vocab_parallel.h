@@ -39,10 +39,11 @@ struct VocabParallelLmHead {
   void tie(const VocabParallelEmbedding& e, int64_t V);
   // Columns of this rank's logits (the width of `local`).
   [[nodiscard]] int64_t local_width() const { return w.dim(0); }
-  // x [m, H] -> logits [m * V] on the host. local [m, local_width()]; gathered [world * m, local_width()]
-  // (unused with world 1).
-  Status forward(Backend& be, const Tensor& x, Tensor& local, Tensor& gathered,
-                 std::vector<float>& logits) const;
+  // x [m, H] -> full [m, V] logits on the backend. local [m, local_width()]; gathered
+  // [world * m, local_width()]. World 1: pass `full` = `local` (the linear writes it; gathered unused).
+  // World > 1 re-lays the gathered shards out through the host (TP runs on the cpu backend, where that
+  // is a copy; a device permute would replace it for NCCL).
+  Status forward(Backend& be, const Tensor& x, Tensor& local, Tensor& gathered, Tensor& full) const;
 };
 
 }  // namespace spk::rt

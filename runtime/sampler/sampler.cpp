@@ -56,6 +56,32 @@ double Sampler::next_uniform() {
 }
 
 int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_t>& history, float* logprob) {
+  return sample_with(logits, vocab, history, logprob, nullptr);
+}
+
+SampleRow Sampler::device_row(bool want_logprob) {
+  SampleRow r;
+  r.want_logprob = want_logprob;
+  if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
+    r.host = true;
+    return r;
+  }
+  r.temperature = p_.temperature;
+  r.top_k = p_.top_k;
+  r.top_p = p_.top_p;
+  r.min_p = p_.min_p;
+  if (p_.temperature != 0.0f && p_.top_k != 1) r.u = next_uniform();
+  return r;
+}
+
+int32_t Sampler::sample_drawn(const SampleRow& row, const float* logits, int vocab,
+                              const std::vector<int32_t>& history, float* logprob) {
+  if (row.host) return sample_with(logits, vocab, history, logprob, nullptr);  // nothing was drawn
+  return sample_with(logits, vocab, history, logprob, &row.u);
+}
+
+int32_t Sampler::sample_with(const float* logits, int vocab, const std::vector<int32_t>& history,
+                             float* logprob, const double* drawn) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   work_.assign(logits, logits + vocab);
   for (float& l : work_)
@@ -141,7 +167,7 @@ int32_t Sampler::sample(const float* logits, int vocab, const std::vector<int32_
 
   double mass = 0;
   for (const auto& c : cand_) mass += c.first;
-  const double u = next_uniform() * mass;
+  const double u = (drawn ? *drawn : next_uniform()) * mass;
   double cum = 0;
   int32_t chosen = cand_.back().second;
   for (const auto& c : cand_) {

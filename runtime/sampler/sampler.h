@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/base/status.h"
 
 namespace spk::rt {
@@ -42,6 +43,17 @@ class Sampler {
   int32_t sample(const float* logits, int vocab, const std::vector<int32_t>& history,
                  float* logprob = nullptr);
 
+  // The same request for Backend::sample (sampling on the device, only the id comes back). Takes the
+  // draw from the PRNG exactly when sample() would (not for greedy / top_k 1), so the sequence of
+  // tokens is the same whichever side samples. Penalties need the history: then the row is marked
+  // host and nothing is drawn (call sample()). One exception: a row whose logits are all -inf/NaN is
+  // greedy in sample() but has consumed a draw here.
+  SampleRow device_row(bool want_logprob);
+  // Finishes a row that device_row() prepared but the backend handed back (SampledToken::host):
+  // sample() with the draw device_row() already took.
+  int32_t sample_drawn(const SampleRow& row, const float* logits, int vocab,
+                       const std::vector<int32_t>& history, float* logprob = nullptr);
+
   // How much of `history` is prompt. Presence/frequency penalties count history[prompt_length:];
   // default 0 = the whole history counts as generated.
   void set_prompt_length(size_t n) { prompt_len_ = n; }
@@ -50,6 +62,9 @@ class Sampler {
 
  private:
   double next_uniform();  // [0, 1), 53 random bits
+  // sample() with the draw given (u != nullptr) or taken from the PRNG when needed.
+  int32_t sample_with(const float* logits, int vocab, const std::vector<int32_t>& history, float* logprob,
+                      const double* u);
 
   SamplingParams p_;
   uint64_t state_;

@@ -170,26 +170,42 @@ void Engine::step() {
     return;
   }
   StepBatch batch = sched_.build_batch(out);
-  Status st = model_.forward(batch, logits_);
+  // Sampling runs on the backend (only ids come back); rows it hands back are sampled here.
+  std::vector<SampleRow> rows;
+  for (const auto& sc : out.scheduled) {
+    if (!sc.sample) continue;
+    auto it = live_.find(sc.seq->id);
+    if (it == live_.end()) {
+      rows.emplace_back().host = true;
+    } else {
+      rows.push_back(it->second.sampler.device_row(it->second.logprobs));
+    }
+  }
+  Status st = model_.forward_sample(batch, rows, sampled_, logits_);
   if (!st.ok()) {
     spdlog::error("engine: forward failed: {}", st.error().what());
     for (const auto& sc : out.scheduled) finish(sc.seq->id, FinishReason::none, st.error().what());
     return;
   }
   sched_.commit(out);
-  const size_t rows = batch.logit_rows.size();
-  const int vocab = rows ? static_cast<int>(logits_.size() / rows) : 0;
+  const int vocab = model_.config().vocab_size;
   size_t row = 0;
   const auto now = Clock::now();
   for (const auto& sc : out.scheduled) {
     if (!sc.sample) continue;
-    const float* lg = logits_.data() + row++ * static_cast<size_t>(vocab);
+    const size_t r = row++;
     auto it = live_.find(sc.seq->id);
     if (it == live_.end()) continue;
     Live& l = it->second;
     Sequence& s = *l.seq;
     float lp = 0;
-    int32_t tok = l.sampler.sample(lg, vocab, s.tokens, l.logprobs ? &lp : nullptr);
+    int32_t tok = sampled_[r].id;
+    if (sampled_[r].host) {
+      tok = l.sampler.sample_drawn(rows[r], logits_.data() + r * static_cast<size_t>(vocab), vocab, s.tokens,
+                                   l.logprobs ? &lp : nullptr);
+    } else {
+      lp = sampled_[r].logprob;
+    }
     s.tokens.push_back(tok);
     const int gen = s.num_generated();
     if (metrics_) {

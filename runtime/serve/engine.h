@@ -111,7 +111,8 @@ class Engine {
   BlockManager blocks_;
   Scheduler sched_;
   std::unordered_map<uint64_t, Live> live_;  // engine thread only
-  std::vector<float> logits_;
+  std::vector<float> logits_;                // rows the backend left to the host sampler
+  std::vector<SampledToken> sampled_;        // the step's tokens, one per sampled row
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;

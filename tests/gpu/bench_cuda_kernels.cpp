@@ -117,6 +117,97 @@ int main(int argc, char** argv) {
         "  batch %d: GEMVs %.0f us/token-step -> %.0f steps/s (roofline %.0f steps/s at copy bandwidth)\n", b,
         token_us[b], 1e6 / token_us[b], copy_bw * 1e9 / token_bytes);
 
+  // Decode-size GEMMs through cuBLASLt (what batches above SPARKCTL_GEMV_MAX_BATCH take): weight GB/s and
+  // the per-token-step sum, against the GEMV above. Weights rotate so L2 never holds them.
+  {
+    auto gd = spk::cuda::Gemm::create(64, 14336);
+    if (!gd.ok()) {
+      std::fprintf(stderr, "%s\n", gd.error().what().c_str());
+      return 1;
+    }
+    std::unique_ptr<spk::cuda::Gemm> gemm(*gd);
+    const int ms[] = {2, 4, 8, 16, 32, 64};
+    double step_us[6] = {0};
+    std::printf("\n%-22s %5s %10s %10s %8s\n", "GEMM decode (cuBLASLt)", "M", "us", "GB/s", "%copy");
+    for (const auto& sh : shapes) {
+      const size_t wbytes = size_t(sh.N) * sh.K * 2;
+      const int copies = wbytes < (size_t(256) << 20) ? 4 : 1;
+      std::vector<void*> W(copies);
+      for (auto& w : W) {
+        CK(cudaMalloc(&w, wbytes));
+        fill(w, wbytes);
+      }
+      float *x, *y;
+      CK(cudaMalloc(&x, size_t(64) * sh.K * 4));
+      CK(cudaMalloc(&y, size_t(64) * sh.N * 4));
+      CK(cudaMemset(x, 0x3f, size_t(64) * sh.K * 4));
+      for (int mi = 0; mi < 6; ++mi) {
+        const int m = ms[mi];
+        for (int i = 0; i < 3; ++i)
+          (void)gemm->linear(static_cast<bf16*>(W[i % copies]), nullptr, x, m, sh.N, sh.K, y, nullptr);
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < iters; ++i)
+          (void)gemm->linear(static_cast<bf16*>(W[i % copies]), nullptr, x, m, sh.N, sh.K, y, nullptr);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaGetLastError());
+        const double us = time_ms(e0, e1) * 1e3 / iters;
+        const double gbs = wbytes / (us * 1e-6) / 1e9;
+        std::printf("%-22s %5d %10.1f %10.0f %7.1f%%\n", sh.name, m, us, gbs, 100.0 * gbs / copy_bw);
+        step_us[mi] += us * sh.per_token;
+      }
+      for (auto& w : W) CK(cudaFree(w));
+      CK(cudaFree(x));
+      CK(cudaFree(y));
+    }
+    for (int mi = 0; mi < 6; ++mi)
+      std::printf("  M %2d: cuBLASLt linears %.0f us/token-step (roofline %.0f us)\n", ms[mi], step_us[mi],
+                  token_bytes / (copy_bw * 1e9) * 1e6);
+  }
+
+  // Device sampling (sample.cu) at the Llama-3 vocab: greedy and top-p rows, batch 1/32/64.
+  {
+    const int V = 128256;
+    float* lg;
+    CK(cudaMalloc(&lg, size_t(64) * V * 4));
+    std::vector<float> h(size_t(64) * V);
+    uint64_t r = 12345;
+    for (auto& v : h) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      v = static_cast<float>((r >> 40) & 0xffff) / 4096.0f;  // [0, 16): peaked enough for top-p 0.9
+    }
+    CK(cudaMemcpy(lg, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    spk::cuda::DeviceSampleRow* pr;
+    spk::cuda::DeviceSampleOut* po;
+    CK(cudaMalloc(&pr, 64 * sizeof(*pr)));
+    CK(cudaMalloc(&po, 64 * sizeof(*po)));
+    std::printf("\n%-22s %5s %10s\n", "sample (device)", "rows", "us");
+    for (int mode = 0; mode < 3; ++mode) {
+      std::vector<spk::cuda::DeviceSampleRow> rows(64);
+      for (auto& x : rows)
+        x = mode == 0   ? spk::cuda::DeviceSampleRow{0.0f, 0, 1.0f, 0.0f, 0.5, 0, 0}
+            : mode == 1 ? spk::cuda::DeviceSampleRow{0.8f, 50, 1.0f, 0.0f, 0.5, 0, 0}
+                        : spk::cuda::DeviceSampleRow{1.0f, 0, 0.9f, 0.0f, 0.5, 0, 0};
+      CK(cudaMemcpy(pr, rows.data(), rows.size() * sizeof(rows[0]), cudaMemcpyHostToDevice));
+      for (int b : {1, 32, 64}) {
+        (void)spk::cuda::sample_rows(lg, b, V, pr, po, nullptr);
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < 20; ++i) (void)spk::cuda::sample_rows(lg, b, V, pr, po, nullptr);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaGetLastError());
+        std::printf("%-22s %5d %10.1f\n",
+                    mode == 0   ? "greedy"
+                    : mode == 1 ? "top-k 50"
+                                : "top-p 0.9",
+                    b, time_ms(e0, e1) * 1e3 / 20);
+      }
+    }
+    CK(cudaFree(lg));
+    CK(cudaFree(pr));
+    CK(cudaFree(po));
+  }
+
   // Attention at the 8B shape (32 q heads, 8 kv heads, head_dim 128, block 16): decode (one token per
   // sequence at context C) and prefill (one sequence of T tokens, causal), both kernels.
   {

@@ -331,7 +331,10 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
         ASSERT_OK(spk::cuda::prefill_attention(
             dq.get(), kc.get(), vc.get(), reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2),
             dseq.get(), dpos.get(), dtab.get(), hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
-        EXPECT_LT(rel_err(host(dout), ref), 2e-3)
+        // The default prefill kernel runs on tensor cores with q and the softmax weights rounded to
+        // bf16 (as flash-attention does): ~3e-3 here; the SIMT kernel (SPARKCTL_PREFILL_ATTN=simt)
+        // keeps them fp32 and lands under 2e-3.
+        EXPECT_LT(rel_err(host(dout), ref), 8e-3)
             << "prefill kernel, seed=" << seed << " head_dim=" << head_dim << " window=" << window;
       }
     }

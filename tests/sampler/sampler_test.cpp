@@ -219,5 +219,43 @@ TEST(Sampler, PinnedSequenceForSeed) {
   EXPECT_GE(c.size(), 3u);  // 12 uniform draws over 4 ids essentially always hit >= 3
 }
 
+// device_row() + sample_drawn() (the path taken when a backend hands a row back) draw exactly as
+// sample() does, so the token sequence for a seed does not depend on which side sampled.
+TEST(Sampler, DeviceRowDrawsLikeSample) {
+  std::vector<float> logits(50);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i) * 1.7f) * 3.0f;
+  for (SamplingParams p :
+       {SamplingParams{}, SamplingParams{.temperature = 0.0f},
+        SamplingParams{.temperature = 0.8f, .top_k = 5}, SamplingParams{.temperature = 1.2f, .top_k = 1},
+        SamplingParams{.temperature = 1.0f, .top_p = 0.7f, .min_p = 0.05f}}) {
+    p.seed = 42;
+    Sampler a(p, 0), b(p, 0);
+    for (int i = 0; i < 20; ++i) {
+      float la = 0, lb = 0;
+      const int32_t ta = a.sample(logits.data(), 50, {}, &la);
+      const SampleRow row = b.device_row(true);
+      EXPECT_FALSE(row.host);
+      EXPECT_EQ(row.temperature, p.temperature);
+      EXPECT_EQ(row.top_k, p.top_k);
+      const int32_t tb = b.sample_drawn(row, logits.data(), 50, {}, &lb);
+      EXPECT_EQ(ta, tb) << "step " << i << " temperature " << p.temperature;
+      EXPECT_EQ(la, lb);
+    }
+  }
+}
+
+TEST(Sampler, DeviceRowLeavesPenaltiesToTheHost) {
+  SamplingParams p;
+  p.repetition_penalty = 1.3f;
+  p.seed = 7;
+  Sampler a(p, 0), b(p, 0);
+  const SampleRow row = b.device_row(false);
+  EXPECT_TRUE(row.host);
+  std::vector<float> logits = {1.0f, 2.0f, 0.5f, 1.5f};
+  const std::vector<int32_t> hist = {1};
+  for (int i = 0; i < 10; ++i)  // nothing was drawn: both PRNGs stay in step
+    EXPECT_EQ(a.sample(logits.data(), 4, hist), b.sample_drawn(row, logits.data(), 4, hist));
+}
+
 }  // namespace
 }  // namespace spk::rt
