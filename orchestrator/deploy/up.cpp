@@ -206,7 +206,11 @@ Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
   json pin{{"ports", {recipe.port, recipe.master_port}},
            {"shm_dir", opt.shm_dir},
            {"drop_caches", opt.drop_caches && ::geteuid() == 0},
-           {"expect_binary_xxh3", self_hash}};
+           {"expect_binary_xxh3", self_hash},
+           {"model_dirs", json::object()},
+           {"model_required", recipe.model.source != ModelSource::synthetic}};
+  if (!use_standin)  // a stand-in runtime reads no weights
+    for (const auto& l : links) pin["model_dirs"][l.node.name] = model_dir(recipe, l.node);
   std::vector<RemoteExec*> execs;
   for (auto& l : links) execs.push_back(l.exec.get());
   PreflightReport rep = run_preflight_all(execs, pin, 120s);

@@ -10,6 +10,7 @@
 #include "orchestrator/node/host_probe.h"
 #include "orchestrator/node/node_input.h"
 #include "orchestrator/node/shm_segments.h"
+#include "orchestrator/staging/verify.h"
 #include "orchestrator/transport/file_hash.h"
 
 namespace spk {
@@ -62,11 +63,11 @@ VerbOutput run_preflight(const json& in, const NodeEnv& env) {
   auto bad = [](const Error& e) {
     return VerbOutput{kNodeBadInput, json{{"ok", false}, {"error", e.message}, {"fix", e.fix}}};
   };
-  if (auto s =
-          ni::only_keys(in,
-                        {"disk_path", "need_disk_bytes", "min_mem_available_bytes", "ports", "drop_caches",
-                         "expect_version", "expect_binary_xxh3", "shm_dir", "shm_prefixes"},
-                        "preflight");
+  if (auto s = ni::only_keys(
+          in,
+          {"disk_path", "need_disk_bytes", "min_mem_available_bytes", "ports", "drop_caches",
+           "expect_version", "expect_binary_xxh3", "shm_dir", "shm_prefixes", "model_dir", "model_required"},
+          "preflight");
       !s)
     return bad(s.error());
   auto disk_path = ni::str(in, "disk_path", env.node_root);
@@ -173,8 +174,20 @@ VerbOutput run_preflight(const json& in, const NodeEnv& env) {
   else
     r.add("page_cache", "fail", s.error().message, s.error().fix);
 
-  r.add("weights", "skip", "weight staging/verification not built yet (issue #8)");
-  r.add("fabric", "skip", "fabric readiness not wired into preflight yet (fabric issue)");
+  // weights: complete, not merely present (orchestrator/staging/verify.h)
+  if (auto md = in.find("model_dir"); md == in.end() || !md->is_string()) {
+    r.add("weights", "skip", "no model dir asked for");
+  } else if (const std::string dir = *md; ::access(dir.c_str(), F_OK) != 0) {
+    if (in.value("model_required", false))
+      r.add("weights", "fail", dir + " is absent", "stage it first: sparkctl stage LANE");
+    else
+      r.add("weights", "skip", dir + " is absent: up synthesizes it next");
+  } else if (auto v = staging::verify_model_dir(dir); v.complete()) {
+    r.add("weights", "ok", std::to_string(v.files) + " file(s), " + gib(v.bytes) + " complete in " + dir);
+  } else {
+    r.add("weights", "fail", dir + ": " + v.problems[0], "stage it again: sparkctl stage LANE");
+  }
+  r.add("fabric", "skip", "fabric readiness is checked by `sparkctl fabric doctor`, not by preflight yet");
 
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);

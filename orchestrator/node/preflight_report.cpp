@@ -35,7 +35,12 @@ PreflightReport run_preflight_all(const std::vector<RemoteExec*>& nodes, const n
   for (size_t i = 0; i < nodes.size(); ++i)
     threads.emplace_back([&, i] {
       try {
-        answers[i] = call_node(*nodes[i], NodeVerb::kPreflight, input, timeout);
+        nlohmann::json in = input;  // "model_dirs": {node: dir} becomes that node's "model_dir"
+        if (auto md = in.find("model_dirs"); md != in.end()) {
+          if (auto d = md->find(nodes[i]->node()); d != md->end()) in["model_dir"] = *d;
+          in.erase("model_dirs");
+        }
+        answers[i] = call_node(*nodes[i], NodeVerb::kPreflight, in, timeout);
       } catch (const std::exception& e) {  // never std::terminate the head for one node's answer
         answers[i] = make_error(nodes[i]->node() + ": preflight failed: " + e.what(), "");
       }

@@ -22,6 +22,7 @@ struct PreflightReport {
 };
 
 // `input` is sent to every node (see orchestrator/node/preflight.h for its keys).
+// `input` goes to every node; its optional "model_dirs" {node name: dir} becomes each node's "model_dir".
 PreflightReport run_preflight_all(const std::vector<RemoteExec*>& nodes, const nlohmann::json& input,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
 

