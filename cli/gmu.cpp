@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "orchestrator/gmu/gmu_bisect.h"
 #include "orchestrator/gmu/gmu_store.h"
@@ -36,26 +37,16 @@ int fail(const std::string& what) {
 }
 
 int run_gmu_bisect(Context& ctx, GmuCliOptions o) {
-  auto loaded = load_named_recipe(o.lane, recipe_dirs(ctx.global.state_dir));
-  if (!loaded) return fail(loaded.error().what());
-  for (const auto& d : loaded->diagnostics)
-    if (d.severity != Severity::not_honoured) std::cerr << d.str() << "\n";
-  if (!loaded->ok()) return fail(o.lane + " is invalid (fix the lines above)");
-  const Recipe& recipe = *loaded->recipe;
-  ClusterLoad cl = load_cluster_or_local(ctx.global.cluster_file, ctx.global.state_dir);
-  for (const auto& d : cl.diagnostics) std::cerr << d.str() << "\n";
-  if (!cl.cluster) return fail(ctx.global.cluster_file + " is invalid (fix the lines above)");
-  auto self = self_executable();
-  if (!self) return fail(self.error().what());
-  PlanOptions po;
-  po.binary = *self;
-  auto plan = build_plan(recipe, *cl.cluster, po);
-  if (!plan) return fail(plan.error().what());
+  auto lp = load_lane_plan(ctx, o.lane, /*self_binary=*/true);
+  if (!lp) return fail(lp.error().what());
+  const Recipe& recipe = lp->recipe;
+  const Plan* plan = &lp->plan;
+  const Cluster* cluster = &lp->cluster;
   if (!plan->runnable())
     return fail(o.lane + " has settings this build cannot honour (see `sparkctl plan " + o.lane + "`)");
-  if (plan->ranks.size() != 1 || !cl.cluster->is_local())
+  if (plan->ranks.size() != 1 || !cluster->is_local())
     return fail("bisecting a multi-node or remote lane is not built yet (" +
-                std::to_string(plan->ranks.size()) + " ranks on " + cl.cluster->name +
+                std::to_string(plan->ranks.size()) + " ranks on " + cluster->name +
                 "); run it on a one-node local lane");
 
   const std::string dir = ctx.global.state_dir + "/gmu/" + recipe.name;
@@ -98,7 +89,7 @@ int run_gmu_bisect(Context& ctx, GmuCliOptions o) {
                            ? "synthetic:" + m.synthetic.arch + "/" + m.synthetic.preset + "/seed" +
                                  std::to_string(m.synthetic.seed)
                            : m.revision;
-    for (const auto& n : cl.cluster->nodes) c.nodes.push_back(n.name);
+    for (const auto& n : cluster->nodes) c.nodes.push_back(n.name);
     c.gmu = rep->chosen_gmu;
     c.kv_tokens = rep->chosen_kv_tokens;
     if (Status s = write_gmu_choice(ctx.global.state_dir, c); !s.ok()) return fail(s.error().what());

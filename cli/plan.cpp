@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "recipes/recipe_store.h"
 
@@ -18,29 +19,13 @@ struct PlanCliOptions {
 };
 
 int run_plan(Context& ctx, const PlanCliOptions& o) {
-  auto loaded = load_named_recipe(o.lane, recipe_dirs(ctx.global.state_dir));
-  if (!loaded) {
-    print_error("plan", loaded.error().what());
-    return kExitFailed;
-  }
   // Errors and warnings go to stderr so that --json stdout stays one document; notes are in the plan.
-  for (const auto& d : loaded->diagnostics)
-    if (d.severity != Severity::not_honoured) std::cerr << d.str() << "\n";
-  if (!loaded->ok()) {
-    print_error("plan", o.lane + " is invalid (fix the lines above)");
+  auto lp = load_lane_plan(ctx, o.lane, /*self_binary=*/false);
+  if (!lp) {
+    print_error("plan", lp.error().what());
     return kExitFailed;
   }
-  ClusterLoad cl = load_cluster_or_local(ctx.global.cluster_file, ctx.global.state_dir);
-  for (const auto& d : cl.diagnostics) std::cerr << d.str() << "\n";
-  if (!cl.cluster) {
-    print_error("plan", ctx.global.cluster_file + " is invalid (fix the lines above)");
-    return kExitFailed;
-  }
-  auto plan = build_plan(*loaded->recipe, *cl.cluster);
-  if (!plan) {
-    print_error("plan", plan.error().what());
-    return kExitFailed;
-  }
+  const Plan* plan = &lp->plan;
   if (ctx.global.json)
     std::cout << to_json(*plan).dump(2) << "\n";
   else

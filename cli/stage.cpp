@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "orchestrator/plan.h"
 #include "orchestrator/staging/push/file_io.h"
@@ -52,25 +53,15 @@ void print_progress(const std::string& node, const staging::PushProgress& p) {
 }
 
 int run_stage(Context& ctx, StageCliOptions o) {
-  auto loaded = load_named_recipe(o.lane, recipe_dirs(ctx.global.state_dir));
-  if (!loaded) return fail(loaded.error().what());
-  for (const auto& d : loaded->diagnostics)
-    if (d.severity != Severity::not_honoured) std::cerr << d.str() << "\n";
-  if (!loaded->ok()) return fail(o.lane + " is invalid (fix the lines above)");
-  const Recipe& recipe = *loaded->recipe;
-  ClusterLoad cl = load_cluster_or_local(ctx.global.cluster_file, ctx.global.state_dir);
-  for (const auto& d : cl.diagnostics) std::cerr << d.str() << "\n";
-  if (!cl.cluster) return fail(ctx.global.cluster_file + " is invalid (fix the lines above)");
-  auto self = self_executable();
-  if (!self) return fail(self.error().what());
-  PlanOptions po;
-  po.binary = *self;
-  auto plan = build_plan(recipe, *cl.cluster, po);
-  if (!plan) return fail(plan.error().what());
+  auto lp = load_lane_plan(ctx, o.lane, /*self_binary=*/true);
+  if (!lp) return fail(lp.error().what());
+  const Recipe& recipe = lp->recipe;
+  const Plan* plan = &lp->plan;
+  const Cluster* cluster = &lp->cluster;
 
   staging::StageOptions so = o.stage;
   so.log_dir = ctx.global.state_dir + "/stage/" + recipe.name;
-  so.exec_for = [self = *self](const Node& n) -> Result<std::unique_ptr<RemoteExec>> {
+  so.exec_for = [self = lp->self](const Node& n) -> Result<std::unique_ptr<RemoteExec>> {
     if (n.local)
       return std::unique_ptr<RemoteExec>(std::make_unique<LocalExec>(LocalTarget{n.name, self, {}, {}}));
     auto ssh = std::make_unique<SshExec>(ssh_target(n));
@@ -79,7 +70,7 @@ int run_stage(Context& ctx, StageCliOptions o) {
     return std::unique_ptr<RemoteExec>(std::move(ssh));
   };
   so.progress = print_progress;
-  auto rep = staging::stage_lane(recipe, *cl.cluster, *plan, so);
+  auto rep = staging::stage_lane(recipe, *cluster, *plan, so);
   if (!rep) return fail(rep.error().what());
   if (ctx.global.json)
     std::cout << rep->to_json().dump(2) << "\n";
