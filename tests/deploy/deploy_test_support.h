@@ -2,6 +2,7 @@
 // prefix, status --json, and a last-resort kill of every daemon a failed test may have left.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 
 #include "kernels/base/fs.h"
 #include "tests/support/run_binary.h"
+#include "tests/support/sshd_harness.h"
 
 namespace spk::deploy_test {
 
@@ -65,6 +67,25 @@ inline void kill_pidfiles(const std::string& root) {
     int pid = j.is_object() ? j.value("pid", 0) : 0;
     if (pid > 1 && ::getpgid(pid) == pid) ::kill(-pid, SIGKILL);
   }
+}
+
+// An inventory `name` over every sshd node of `cl` (the first is the head), each with its own root,
+// the sparkctl binary installed there, key auth and the harness's known_hosts; written to <dir>/cluster.yaml.
+inline ::testing::AssertionResult write_sshd_inventory(testing::SshdCluster& cl, const std::string& name) {
+  const std::string dir = cl.dir();
+  std::string inv = "name: " + name + "\ndefaults:\n  ssh: {identity: " + cl.client_key() +
+                    ", known_hosts: " + dir + "/known_hosts}\nnodes:\n";
+  for (size_t i = 0; i < cl.size(); ++i) {
+    const auto& n = cl.node(i);
+    if (auto s = cl.install_binary(i, SPARKCTL_BINARY); !s.ok())
+      return ::testing::AssertionFailure() << s.error().what();
+    inv += "  - {name: n" + std::to_string(i + 2) + ", role: " + (i == 0 ? "head" : "worker") +
+           ", ssh: {host: " + n.host + ", port: " + std::to_string(n.port) + "}, binary: " + n.root +
+           "/bin/sparkctl, cache_dir: " + n.root + "/cache, state_dir: " + n.root + "/state}\n";
+  }
+  if (auto s = write_file_atomic(dir + "/cluster.yaml", inv); !s.ok())
+    return ::testing::AssertionFailure() << s.error().what();
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace spk::deploy_test

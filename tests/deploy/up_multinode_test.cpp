@@ -45,16 +45,7 @@ TEST(UpMultinode, SupervisedThreeNodeDeploymentSwitchDownAndHostKeys) {
   if (!c.ok()) GTEST_SKIP() << "sshd cannot run here: " << c.error().what();
   auto& cl = **c;
   const std::string dir = cl.dir();
-  std::string inv = "name: loop3\ndefaults:\n  ssh: {identity: " + cl.client_key() + ", known_hosts: " + dir +
-                    "/known_hosts}\nnodes:\n";
-  for (size_t i = 0; i < cl.size(); ++i) {
-    const auto& n = cl.node(i);
-    ASSERT_TRUE(cl.install_binary(i, SPARKCTL_BINARY).ok());
-    inv += "  - {name: n" + std::to_string(i + 2) + ", role: " + (i == 0 ? "head" : "worker") +
-           ", ssh: {host: " + n.host + ", port: " + std::to_string(n.port) + "}, binary: " + n.root +
-           "/bin/sparkctl, cache_dir: " + n.root + "/cache, state_dir: " + n.root + "/state}\n";
-  }
-  ASSERT_TRUE(write_file_atomic(dir + "/cluster.yaml", inv).ok());
+  ASSERT_TRUE(write_sshd_inventory(cl, "loop3"));
   const int port = free_port(), port2 = free_port();
   ASSERT_TRUE(write_file_atomic(dir + "/lane-fake.yaml", recipe("lane-fake", port, free_port())).ok());
   ASSERT_TRUE(write_file_atomic(dir + "/lane-fake2.yaml", recipe("lane-fake2", port2, free_port())).ok());
