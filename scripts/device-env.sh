@@ -17,5 +17,10 @@ PY
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && _spk_libs="$_spk_libs:$d"
 done
+# The bundle's own lib/ too: RUNPATH ($ORIGIN/../lib) covers the binaries' direct needs only, not the
+# libraries those pull in (libgloo -> libhiredis).
+_spk_bundle_lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib
+[ -d "$_spk_bundle_lib" ] && _spk_libs="$_spk_bundle_lib:$_spk_libs"
 export LD_LIBRARY_PATH="${_spk_libs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset _spk_bundle_lib
 unset _spk_libs
