@@ -67,8 +67,13 @@ std::map<pid_t, pid_t> parent_map() {
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string stat;
+    try {  // a process that exits while we read: libstdc++'s filebuf throws on ESRCH
+      std::ifstream in(e.path() / "stat");
+      stat.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue;
+    }
     auto rp = stat.rfind(')');
     if (rp == std::string::npos) continue;
     std::istringstream rest(stat.substr(rp + 2));
