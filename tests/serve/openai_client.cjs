@@ -47,7 +47,9 @@ async function main() {
   check(s.text === ns.choices[0].message.content, `stream "${s.text}" != non-stream "${ns.choices[0].message.content}"`);
   check(s.usage && s.usage.completion_tokens === 12, 'stream usage');
   check(s.finish === 'length', 'stream finish_reason');
-  check(s.chunks >= 12, `stream had ${s.chunks} chunks`);
+  // Role chunk, content chunks, usage chunk: tokens decoded while the writer is busy are sent together,
+  // so under load fewer than one chunk per token is legitimate; a single body would not be streaming.
+  check(s.chunks >= 3, `stream had ${s.chunks} chunks`);
 
   // 32 concurrent streams: right token counts, and batched greedy == single-request greedy
   const N = 32, M = 16;
