@@ -56,11 +56,9 @@ Result<Deployed> deployed_endpoint(const std::string& state_dir, const std::stri
   if (st->phase != "ready")
     return make_error(lane + " is " + st->phase + ", not ready",
                       "wait for sparkctl up to finish (sparkctl status)");
-  if (!st->endpoint.empty()) return Deployed{st->endpoint, st->api_key_file};
-  for (const auto& r : st->ranks)
-    if (r.rank == 0 && !r.endpoint.empty()) return Deployed{r.endpoint, st->api_key_file};
-  return make_error("the deployment state of " + lane + " has no rank-0 endpoint",
-                    "sparkctl restart " + lane);
+  if (st->endpoint.empty())
+    return make_error("the deployment state of " + lane + " has no endpoint", "sparkctl restart " + lane);
+  return Deployed{st->endpoint, st->api_key_file};
 }
 
 std::string utc_stamp() {
