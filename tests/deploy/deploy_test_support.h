@@ -88,4 +88,22 @@ inline ::testing::AssertionResult write_sshd_inventory(testing::SshdCluster& cl,
   return ::testing::AssertionSuccess();
 }
 
+// A lane for the runtime stand-in (tests/support/fake_serve.cpp, SPARKCTL_RUNTIME_STANDIN): cpu, a model
+// path that does not exist (the stand-in reads no weights), `port`, a free master port, then `extra` YAML.
+inline std::string standin_lane(const std::string& name, int port, const std::string& extra) {
+  return "name: " + name + "\nbackend: cpu\nmodel: {path: /nonexistent/m, served_name: fake}\n" +
+         "device_memory_gib: 1\nport: " + std::to_string(port) +
+         "\nmaster_port: " + std::to_string(free_port()) + "\n" + extra;
+}
+
+// At scope exit: `sparkctl down` with `env`, then SIGKILL whatever the pidfiles under `dir` still name,
+// so a failed assertion leaves no deployment running.
+struct DownOnExit {
+  std::string env, dir;
+  ~DownOnExit() {
+    (void)test::run_sparkctl("down", env);
+    kill_pidfiles(dir);
+  }
+};
+
 }  // namespace spk::deploy_test

@@ -110,15 +110,11 @@ TEST(UpLocal, FailedWarmupMeansNeverReadyAndNothingLeftRunning) {
   ASSERT_FALSE(dir.empty());
   const std::string state = dir + "/state", lane = dir + "/lane-wf.yaml";
   fs::create_directories(dir + "/shm");
-  ASSERT_TRUE(
-      write_file_atomic(lane,
-                        "name: lane-wf\nbackend: cpu\nmodel: {path: /nonexistent/m, served_name: fake}\n"
-                        "device_memory_gib: 1\nport: " +
-                            std::to_string(free_port()) + "\nmaster_port: " + std::to_string(free_port()) +
-                            "\nenv: {SPK_FAKE_FAIL_MAX_TOKENS: \"6\"}\n"
-                            "warmup:\n  - {prompt_tokens: 8, max_tokens: 2}\n"
-                            "  - {prompt_tokens: 8, max_tokens: 6}\n")
-          .ok());
+  ASSERT_TRUE(write_file_atomic(lane, standin_lane("lane-wf", free_port(),
+                                                   "env: {SPK_FAKE_FAIL_MAX_TOKENS: \"6\"}\n"
+                                                   "warmup:\n  - {prompt_tokens: 8, max_tokens: 2}\n"
+                                                   "  - {prompt_tokens: 8, max_tokens: 6}\n"))
+                  .ok());
   const std::string env = "SPARKCTL_STATE_DIR=" + state + " SPARKCTL_SHM_DIR=" + dir +
                           "/shm SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE + " ";
   // A stored GMU choice for this lane, model revision and node set replaces the recipe's value.
@@ -163,14 +159,10 @@ TEST(UpLocal, SupervisorRestartsAHungEngineThenGivesUp) {
   const std::string state = dir + "/state", lane = dir + "/lane-hang.yaml", hang = dir + "/hang",
                     dead = dir + "/dead";
   fs::create_directories(dir + "/shm");
-  ASSERT_TRUE(
-      write_file_atomic(lane,
-                        "name: lane-hang\nbackend: cpu\nmodel: {path: /nonexistent/m, served_name: fake}\n"
-                        "device_memory_gib: 1\nport: " +
-                            std::to_string(free_port()) + "\nmaster_port: " + std::to_string(free_port()) +
-                            "\nenv: {SPK_FAKE_HEALTH_FAIL_FILE: \"" + hang +
-                            "\", SPK_FAKE_START_FAIL_FILE: \"" + dead + "\"}\n")
-          .ok());
+  ASSERT_TRUE(write_file_atomic(lane, standin_lane("lane-hang", free_port(),
+                                                   "env: {SPK_FAKE_HEALTH_FAIL_FILE: \"" + hang +
+                                                       "\", SPK_FAKE_START_FAIL_FILE: \"" + dead + "\"}\n"))
+                  .ok());
   const std::string env =
       "SPARKCTL_STATE_DIR=" + state + " SPARKCTL_SHM_DIR=" + dir +
       "/shm SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE +

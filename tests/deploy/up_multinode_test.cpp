@@ -20,18 +20,12 @@ using namespace deploy_test;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string recipe(const std::string& name, int port, int master_port) {
-  return "name: " + name +
-         "\n"
-         "description: \"orchestration test: 3 nodes x 1 rank, runtime stand-in\"\n"
-         "backend: cpu\n"
-         "model: {path: /nonexistent/fake-model, served_name: fake}\n"
-         "tensor_parallel: 3\nnodes: 3\ndevice_memory_gib: 1\n"
-         "port: " +
-         std::to_string(port) + "\nmaster_port: " + std::to_string(master_port) +
-         "\n"
-         "warmup:\n  - {prompt_tokens: 8, max_tokens: 2}\n  - {prompt_tokens: 64, max_tokens: 4, repeat: "
-         "2}\n";
+std::string recipe(const std::string& name, int port) {
+  return standin_lane(name, port,
+                      "description: \"orchestration test: 3 nodes x 1 rank, runtime stand-in\"\n"
+                      "tensor_parallel: 3\nnodes: 3\n"
+                      "warmup:\n  - {prompt_tokens: 8, max_tokens: 2}\n"
+                      "  - {prompt_tokens: 64, max_tokens: 4, repeat: 2}\n");
 }
 
 std::vector<int> rank_pids(const json& st) {
@@ -47,20 +41,14 @@ TEST(UpMultinode, SupervisedThreeNodeDeploymentSwitchDownAndHostKeys) {
   const std::string dir = cl.dir();
   ASSERT_TRUE(write_sshd_inventory(cl, "loop3"));
   const int port = free_port(), port2 = free_port();
-  ASSERT_TRUE(write_file_atomic(dir + "/lane-fake.yaml", recipe("lane-fake", port, free_port())).ok());
-  ASSERT_TRUE(write_file_atomic(dir + "/lane-fake2.yaml", recipe("lane-fake2", port2, free_port())).ok());
+  ASSERT_TRUE(write_file_atomic(dir + "/lane-fake.yaml", recipe("lane-fake", port)).ok());
+  ASSERT_TRUE(write_file_atomic(dir + "/lane-fake2.yaml", recipe("lane-fake2", port2)).ok());
   fs::create_directories(dir + "/shm");
   const std::string env = "SPARKCTL_STATE_DIR=" + dir + "/head SPARKCTL_CLUSTER=" + dir +
                           "/cluster.yaml SPARKCTL_RUNTIME_STANDIN=" + SPK_FAKE_SERVE +
                           " SPARKCTL_SHM_DIR=" + dir +
                           "/shm SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=1000 ";
-  struct Cleanup {
-    std::string env, dir;
-    ~Cleanup() {
-      (void)test::run_sparkctl("down", env);
-      kill_pidfiles(dir);
-    }
-  } cleanup{env, dir};
+  DownOnExit cleanup{env, dir};
   const std::string lane = dir + "/lane-fake.yaml", lane2 = dir + "/lane-fake2.yaml";
 
   auto refused = test::run_sparkctl("up " + lane + " --no-drop-caches", env);

@@ -39,13 +39,7 @@ TEST(UpTp2, LaneDemoTp2OverTwoSshdNodesServesAndSurvivesAWorkerKill) {
   const std::string env = "SPARKCTL_STATE_DIR=" + dir + "/head SPARKCTL_CLUSTER=" + dir + "/cluster.yaml" +
                           " SPARKCTL_SHM_DIR=" + dir + "/shm SPARKCTL_NPM_DIR=" + SPARKCTL_NPM_DIR +
                           " SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=500 ";
-  struct Cleanup {
-    std::string env, dir;
-    ~Cleanup() {
-      (void)test::run_sparkctl("down", env);
-      kill_pidfiles(dir);
-    }
-  } cleanup{env, dir};
+  DownOnExit cleanup{env, dir};
 
   auto up =
       test::run_sparkctl("up " + lane + " --no-drop-caches --accept-new-host-key --ready-timeout 300", env);
