@@ -96,12 +96,6 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   fs::remove_all(dir);
 }
 
-}  // namespace
-}  // namespace spk
-
-namespace spk {
-namespace {
-
 // Readiness is not granted before the warmup ends: a warmup request that fails (the stand-in answers 500
 // to max_tokens >= 6) fails `up`, prints the tail of the node's log, stops what it started, and the
 // deployment is never marked ready. Also: `up` uses the GMU stored by `gmu bisect --write`.
@@ -143,12 +137,6 @@ TEST(UpLocal, FailedWarmupMeansNeverReadyAndNothingLeftRunning) {
   kill_pidfiles(state);
   fs::remove_all(dir);
 }
-
-}  // namespace
-}  // namespace spk
-
-namespace spk {
-namespace {
 
 // Supervisor: rank 0 alive but its /health failing (a hang) -> every rank stopped and relaunched
 // ("hang", "restored", restarts 1); hung again while every relaunch dies at start -> after the give-up
