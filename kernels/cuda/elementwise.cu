@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.h"
 
 namespace spk::cuda {
 namespace {
@@ -41,6 +42,7 @@ __device__ __forceinline__ float to_f32<float>(float v) {
 
 template <class T>
 __global__ void embedding_kernel(const T* table, const int32_t* ids, int hidden, int vocab, float* out) {
+  pdl_begin();
   const int t = blockIdx.x;
   const int id = ids[t];
   const bool valid = id >= 0 && id < vocab;
@@ -50,6 +52,7 @@ __global__ void embedding_kernel(const T* table, const int32_t* ids, int hidden,
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int width, float* out) {
+  pdl_begin();
   const int64_t r = rows[blockIdx.x];
   for (int i = threadIdx.x; i < width; i += blockDim.x)
     out[static_cast<int64_t>(blockIdx.x) * width + i] = x[r * width + i];
@@ -57,6 +60,7 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int widt
 
 __global__ void rmsnorm_kernel(const float* x, float* residual, const float* w, int dim, float eps,
                                float* out) {
+  pdl_begin();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -74,6 +78,7 @@ __global__ void rmsnorm_kernel(const float* x, float* residual, const float* w, 
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, int64_t n, float* out) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float g = gate[i];
@@ -82,6 +87,7 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, int64_t n, f
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     x[i] += y[i];
@@ -113,17 +119,20 @@ __device__ void cache_token(const float* k, const float* v, int64_t slot, int t,
 
 __global__ void rope_kernel(float* q, float* k, const int32_t* positions, const float* inv_freq, int hq,
                             int hk, int d) {
+  pdl_begin();
   rope_token(q, k, static_cast<float>(positions[blockIdx.x]), inv_freq, blockIdx.x, hq, hk, d);
 }
 
 __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* slots, int hk, int d,
                                 bf16* k_cache, bf16* v_cache) {
+  pdl_begin();
   cache_token(k, v, slots[blockIdx.x], blockIdx.x, hk, d, k_cache, v_cache);
 }
 
 __global__ void rope_cache_kernel(float* q, float* k, const float* v, const int32_t* positions,
                                   const float* inv_freq, const int32_t* slots, int hq, int hk, int d,
                                   bf16* k_cache, bf16* v_cache) {
+  pdl_begin();
   rope_token(q, k, static_cast<float>(positions[blockIdx.x]), inv_freq, blockIdx.x, hq, hk, d);
   __syncthreads();  // the cache write reads k rotated by other threads of this block
   cache_token(k, v, slots[blockIdx.x], blockIdx.x, hk, d, k_cache, v_cache);
@@ -142,6 +151,7 @@ __device__ __forceinline__ void warp_argmax(float& best, int& idx) {
 }
 
 __global__ void argmax_kernel(const float* logits, int vocab, int32_t* ids) {
+  pdl_begin();
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float best = -FLT_MAX;
   int idx = 0x7fffffff;
@@ -178,40 +188,37 @@ Status embedding(const void* table, bool table_is_bf16, const int32_t* ids, int 
                  int vocab, float* out, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
   if (table_is_bf16)
-    embedding_kernel<<<n_tokens, threads_for(hidden), 0, s>>>(static_cast<const bf16*>(table), ids, hidden,
-                                                              vocab, out);
+    SPK_LAUNCH(embedding_kernel<bf16>, n_tokens, threads_for(hidden), 0, s, static_cast<const bf16*>(table),
+               ids, hidden, vocab, out);
   else
-    embedding_kernel<<<n_tokens, threads_for(hidden), 0, s>>>(static_cast<const float*>(table), ids, hidden,
-                                                              vocab, out);
-  SPK_CUDA_LAUNCH_CHECK();
+    SPK_LAUNCH(embedding_kernel<float>, n_tokens, threads_for(hidden), 0, s, static_cast<const float*>(table),
+               ids, hidden, vocab, out);
   return ok_status();
 }
 
 Status gather_rows(const float* x, const int32_t* rows, int m, int width, float* out, cudaStream_t s) {
   if (m == 0) return ok_status();
-  gather_rows_kernel<<<m, threads_for(width), 0, s>>>(x, rows, width, out);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(gather_rows_kernel, m, threads_for(width), 0, s, x, rows, width, out);
   return ok_status();
 }
 
 Status rmsnorm(const float* x, float* residual, const float* w, int rows, int dim, float eps, float* out,
                cudaStream_t s) {
   if (rows == 0) return ok_status();
-  rmsnorm_kernel<<<rows, threads_for(dim), 0, s>>>(x, residual, w, dim, eps, out);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(rmsnorm_kernel, rows, threads_for(dim), 0, s, x, residual, w, dim, eps, out);
   return ok_status();
 }
 
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
   if (n == 0) return ok_status();
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-  silu_mul_kernel<<<blocks, 256, 0, s>>>(gate, up, n, out);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(silu_mul_kernel, blocks, 256, 0, s, gate, up, n, out);
   return ok_status();
 }
 
 __global__ void copy_bytes_kernel(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst,
                                   int64_t n) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     dst[i] = src[i];
@@ -220,33 +227,30 @@ __global__ void copy_bytes_kernel(const unsigned char* __restrict__ src, unsigne
 Status copy_device(const void* src, void* dst, int64_t bytes, cudaStream_t s) {
   if (bytes == 0) return ok_status();
   const int blocks = static_cast<int>(std::min<int64_t>((bytes + 255) / 256, 256));
-  copy_bytes_kernel<<<blocks, 256, 0, s>>>(static_cast<const unsigned char*>(src),
-                                           static_cast<unsigned char*>(dst), bytes);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(copy_bytes_kernel, blocks, 256, 0, s, static_cast<const unsigned char*>(src),
+             static_cast<unsigned char*>(dst), bytes);
   return ok_status();
 }
 
 Status add_inplace(float* x, const float* y, int64_t n, cudaStream_t s) {
   if (n == 0) return ok_status();
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
-  add_kernel<<<blocks, 256, 0, s>>>(x, y, n);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(add_kernel, blocks, 256, 0, s, x, y, n);
   return ok_status();
 }
 
 Status rope(float* q, float* k, const int32_t* positions, const float* inv_freq, int n_tokens, int n_q_heads,
             int n_kv_heads, int head_dim, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
-  rope_kernel<<<n_tokens, 256, 0, s>>>(q, k, positions, inv_freq, n_q_heads, n_kv_heads, head_dim);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(rope_kernel, n_tokens, 256, 0, s, q, k, positions, inv_freq, n_q_heads, n_kv_heads, head_dim);
   return ok_status();
 }
 
 Status kv_write(const float* k, const float* v, const int32_t* slot_mapping, int n_tokens, int n_kv_heads,
                 int head_dim, bf16* k_cache, bf16* v_cache, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
-  kv_write_kernel<<<n_tokens, 256, 0, s>>>(k, v, slot_mapping, n_kv_heads, head_dim, k_cache, v_cache);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(kv_write_kernel, n_tokens, 256, 0, s, k, v, slot_mapping, n_kv_heads, head_dim, k_cache,
+             v_cache);
   return ok_status();
 }
 
@@ -254,16 +258,14 @@ Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positio
                       const int32_t* slot_mapping, int n_tokens, int n_q_heads, int n_kv_heads, int head_dim,
                       bf16* k_cache, bf16* v_cache, cudaStream_t s) {
   if (n_tokens == 0) return ok_status();
-  rope_cache_kernel<<<n_tokens, 256, 0, s>>>(q, k, v, positions, inv_freq, slot_mapping, n_q_heads,
-                                             n_kv_heads, head_dim, k_cache, v_cache);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(rope_cache_kernel, n_tokens, 256, 0, s, q, k, v, positions, inv_freq, slot_mapping, n_q_heads,
+             n_kv_heads, head_dim, k_cache, v_cache);
   return ok_status();
 }
 
 Status argmax(const float* logits, int batch, int vocab, int32_t* ids, cudaStream_t s) {
   if (batch == 0) return ok_status();
-  argmax_kernel<<<batch, 1024, 0, s>>>(logits, vocab, ids);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(argmax_kernel, batch, 1024, 0, s, logits, vocab, ids);
   return ok_status();
 }
 

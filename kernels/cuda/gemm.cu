@@ -4,17 +4,20 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launch.h"
 
 namespace spk::cuda {
 namespace {
 
 __global__ void f32_to_bf16_kernel(const float* x, int64_t n, bf16* y) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = __float2bfloat16(x[i]);
 }
 
 __global__ void add_bias_kernel(float* y, const float* bias, int N) {
+  pdl_begin();
   const int64_t row = blockIdx.y;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
     y[row * N + i] += bias[i];
@@ -55,8 +58,8 @@ Status Gemm::linear(const bf16* W, const float* bias, const float* x, int M, int
                       "lower max_num_batched_tokens");
   const int64_t n = static_cast<int64_t>(M) * K;
   if (!x_staged) {
-    f32_to_bf16_kernel<<<static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, s>>>(x, n, xbf_);
-    SPK_CUDA_LAUNCH_CHECK();
+    SPK_LAUNCH(f32_to_bf16_kernel, static_cast<int>(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, s, x,
+               n, xbf_);
   }
 
   // Column-major view: C[N, M] = op(A) B with A = W as [K, N] (transposed), B = x as [K, M].
@@ -137,8 +140,7 @@ Status Gemm::linear(const bf16* W, const float* bias, const float* x, int M, int
   if (err) return *err;
   if (bias) {
     dim3 grid((N + 255) / 256, M);
-    add_bias_kernel<<<grid, 256, 0, s>>>(y, bias, N);
-    SPK_CUDA_LAUNCH_CHECK();
+    SPK_LAUNCH(add_bias_kernel, grid, 256, 0, s, y, bias, N);
   }
   return ok_status();
 }
