@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,10 +23,13 @@ static_assert(kMaxSampleCandidates == kMaxDeviceSampleCandidates, "sample.cu's w
 
 // Steps of more tokens than this (prefill chunks) are never captured as graphs.
 constexpr int kMaxGraphTokens = 512;
-// Split-KV for decode steps of up to kMaxSplitTokens tokens: kSplits blocks per (token, head).
+// Split-KV. The per-head kernel: kSplits blocks per (token, head) for decode steps of up to
+// kMaxSplitTokens tokens (at batch 32+ the heads alone fill the SMs; measured: splitting there cost 25%).
+// The GQA-shared kernel has hq / hk times fewer blocks per token: it splits until the step has about two
+// blocks per SM, at most kMaxSharedSplits.
 constexpr int kSplits = 8;
-constexpr int kMaxSplitTokens =
-    8;  // at batch 32+ the heads alone fill the SMs (measured: splitting there cost 25%)
+constexpr int kMaxSplitTokens = 8;
+constexpr int kMaxSharedSplits = 16;
 
 // Small uploads (ids, rows, sampling parameters) go through a pinned arena and are queued in op order,
 // so a decode step is one graph launch with its host inputs as memcpy nodes; larger ones sync.
@@ -82,6 +86,16 @@ class CudaBackend final : public Backend {
                    static_cast<unsigned long long>(queue_.stats().eager_flushes),
                    static_cast<unsigned long long>(queue_.stats().captures),
                    static_cast<unsigned long long>(queue_.stats().replays));
+    if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1" && !host_us_.empty()) {
+      auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+      };
+      std::fprintf(stderr,
+                   "cuda backend: %zu sampled steps, median: host %.1f us from begin_step to the launch, "
+                   "%.1f us from the launch to the sampled ids\n",
+                   host_us_.size(), median(host_us_), median(device_us_));
+    }
     if (stream_) cudaStreamSynchronize(stream_);
     queue_.clear();
     gemm_.reset();
@@ -97,6 +111,9 @@ class CudaBackend final : public Backend {
     SPK_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SPK_CUDA_CHECK(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
     SPK_CUDA_CHECK(cudaMallocHost(&arena_, kArenaBytes));
+    int dev = 0;
+    SPK_CUDA_CHECK(cudaGetDevice(&dev));
+    SPK_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
     Status st;
     arena_d_ = device_alloc(kArenaBytes, &st);
     return st;
@@ -208,6 +225,7 @@ class CudaBackend final : public Backend {
   }
 
   Status begin_step(const StepMeta& meta) override {
+    step_t0_ = std::chrono::steady_clock::now();
     SPK_TRY(flush());
     if (arena_used_ > 0) {  // the queued uploads of earlier steps must have left the arena
       SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -308,16 +326,22 @@ class CudaBackend final : public Backend {
     // Consecutive GEMMs on the same x (q/k/v, gate/up) share one fp32 -> bf16 staging pass: valid
     // while no other op ran in between (push() forgets it).
     const bool staged = staging_reuse_ && !gemv && staged_x_ == xp && staged_m_ == M && staged_k_ == k;
-    if (gemv && group_n_ > 0 && group_n_ < kGemvMaxGroup && group_x_ == xp && group_m_ == M &&
-        group_k_ == k) {
+    if (gemv && !grouping_off_ && gemv_.n > 0 && gemv_.n < kGemvMaxGroup && gemv_.joins == xp &&
+        gemv_.m == M && gemv_.k == k && !gemv_.f.accum && !gemv_.f.swiglu_out) {
       // The previous op is a GEMV on the same x (q then k then v; gate then up): one launch for all.
-      group_[group_n_++] = GemvSegment{wp, bp, yp, n};
-      std::vector<uint64_t> fp = {3, u(xp), u(int64_t(M)), u(int64_t(k)), u(int64_t(group_n_)), gen_};
-      for (int i = 0; i < group_n_; ++i)
-        fp.insert(fp.end(), {u(group_[i].W), u(group_[i].bias), u(group_[i].y), u(int64_t(group_[i].N))});
-      const std::array<GemvSegment, kGemvMaxGroup> segs = group_;
-      const int gn = group_n_;
-      queue_.replace_last([=](cudaStream_t s) { return gemv_bf16_group(segs.data(), gn, xp, M, k, s); }, fp);
+      gemv_.segs[gemv_.n++] = GemvSegment{wp, bp, yp, n};
+      requeue_gemv();
+      return ok_status();
+    }
+    if (gemv && norm_.out == xp && norm_.rows == M && norm_.dim == k) {
+      // The previous op is the rmsnorm that made x: the GEMV normalises on the fly (and still writes x).
+      const NormOp nm = norm_;
+      gemv_ = GemvOp{};
+      gemv_.segs[0] = GemvSegment{wp, bp, yp, n};
+      gemv_.n = 1, gemv_.m = M, gemv_.k = k, gemv_.x = nm.x, gemv_.joins = xp;
+      gemv_.f.norm_w = nm.w, gemv_.f.norm_eps = nm.eps, gemv_.f.norm_out = nm.out;
+      norm_ = NormOp{};
+      requeue_gemv();
       return ok_status();
     }
     push(
@@ -328,9 +352,10 @@ class CudaBackend final : public Backend {
         {3, u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)), u(int64_t(gemv)),
          u(int64_t(staged)), gen_});
     if (!gemv) staged_x_ = xp, staged_m_ = M, staged_k_ = k;
-    if (gemv && !grouping_off_) {
-      group_[0] = GemvSegment{wp, bp, yp, n};
-      group_n_ = 1, group_x_ = xp, group_m_ = M, group_k_ = k;
+    if (gemv) {
+      gemv_ = GemvOp{};
+      gemv_.segs[0] = GemvSegment{wp, bp, yp, n};
+      gemv_.n = 1, gemv_.m = M, gemv_.k = k, gemv_.x = xp, gemv_.joins = xp;
     }
     return ok_status();
   }
@@ -404,9 +429,13 @@ class CudaBackend final : public Backend {
     // Long prefill chunks take the tiled kernel (every query re-reads every key: tile them through
     // shared memory); decode tokens and short chunks the per-token kernel.
     const bool tiled = max_q_len_ >= 16 && prefill_attention_supports(d);
-    // Small decode batches spread each head over kSplits blocks (split-KV), else one block per head
+    // Small decode batches spread each head over several blocks (split-KV), else one block per head
     // leaves most SMs idle at long contexts.
-    const int splits = !tiled && n <= kMaxSplitTokens ? kSplits : 1;
+    const bool shared = share_kv_ && paged_attention_shares_kv(hq, hk, d);
+    const int splits = tiled    ? 1
+                       : shared ? std::clamp(2 * sm_count_ / std::max(1, n * hk), 1, kMaxSharedSplits)
+                       : n <= kMaxSplitTokens ? kSplits
+                                              : 1;
     if (splits > 1) {
       const size_t need = static_cast<size_t>(n) * hq * splits * (d + 2);
       if (need > partial_elems_) {
@@ -427,7 +456,8 @@ class CudaBackend final : public Backend {
         [=](cudaStream_t s) {
           if (tiled)
             return prefill_attention(qp, kc, vc, tl, nt, to, pos, tab, hq, hk, d, bs, win, scale, op, s);
-          return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part);
+          return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
+                                 shared);
         },
         {6,
          u(qp),
@@ -447,6 +477,7 @@ class CudaBackend final : public Backend {
          u(tl),
          u(int64_t(tiled ? nt : -1)),
          u(int64_t(splits)),
+         u(int64_t(shared)),
          u(part),
          gen_});
     return ok_status();
@@ -459,6 +490,14 @@ class CudaBackend final : public Backend {
     const float* up_ = up.ptr<float>();
     float* op = out.ptr<float>();
     const int64_t n = gate.numel();
+    if (swiglu_fuse_ && gemv_.n == 2 && gemv_.segs[0].y == gp && gemv_.segs[1].y == up_ &&
+        gemv_.segs[0].N == gemv_.segs[1].N && int64_t{gemv_.segs[0].N} * gemv_.m == n && !gemv_.f.accum) {
+      // The previous op is the gate/up GEMV pair that produced these: it forms the product too.
+      gemv_.f.swiglu_out = op;
+      requeue_gemv();
+      gemv_.n = 0;
+      return ok_status();
+    }
     push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
          {7, u(gp), u(up_), u(op), u(n), gen_});
     return ok_status();
@@ -519,8 +558,14 @@ class CudaBackend final : public Backend {
           return ok_status();
         },
         {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(pd), u(ph), gen_});
+    const auto t1 = std::chrono::steady_clock::now();
     SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const auto t2 = std::chrono::steady_clock::now();
+    if (stats_) {
+      host_us_.push_back(std::chrono::duration<double, std::micro>(t1 - step_t0_).count());
+      device_us_.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    }
     for (int i = 0; i < m; ++i) out[i] = SampledToken{oh[i].id, oh[i].logprob, oh[i].host != 0};
     return ok_status();
   }
@@ -529,15 +574,17 @@ class CudaBackend final : public Backend {
   // Every op is queued through here (it ends the window in which a GEMM's bf16 staging can be reused).
   void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
     staged_x_ = nullptr;
-    group_n_ = 0;
+    gemv_.n = 0;
+    norm_ = NormOp{};
     rope_ = RopeOp{};
     queue_.push(std::move(op), fingerprint);
   }
 
   // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
   Status flush() {
-    staged_x_ = nullptr;  // the peepholes (staging reuse, GEMV groups, rope + cache) never span a flush
-    group_n_ = 0;
+    staged_x_ = nullptr;  // the peepholes (staging reuse, GEMV fusions, rope + cache) never span a flush
+    gemv_.n = 0;
+    norm_ = NormOp{};
     rope_ = RopeOp{};
     if (loader_) SPK_TRY(loader_->wait());
     return queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
@@ -552,9 +599,41 @@ class CudaBackend final : public Backend {
     const float* wp = w.ptr<float>();
     float* op = out.ptr<float>();
     const int dim = static_cast<int>(w.numel()), rows = static_cast<int>(x.numel() / w.numel());
+    if (rp && norm_fuse_ && gemv_.n == 1 && gemv_.segs[0].y == xp && gemv_.segs[0].N == dim &&
+        gemv_.m == rows && gemv_.x != rp && !gemv_.f.norm_w && !gemv_.f.swiglu_out && !gemv_.f.accum) {
+      // residual += x where x is the previous GEMV's output (o_proj, down_proj): that GEMV adds into the
+      // residual itself, and what is left is rmsnorm(residual), which the next GEMV may absorb.
+      gemv_.f.accum = rp;
+      requeue_gemv();
+      xp = rp;
+      rp = nullptr;
+    }
     push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
          {2, u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
+    if (norm_fuse_ && !rp && op != xp) norm_ = NormOp{xp, wp, eps, op, rows, dim};
     return ok_status();
+  }
+
+  // Re-queues the pending GEMV (gemv_) in place of the last op, with its segments and fusions.
+  void requeue_gemv() {
+    const GemvOp g = gemv_;
+    uint32_t eps_bits;
+    std::memcpy(&eps_bits, &g.f.norm_eps, 4);
+    std::vector<uint64_t> fp = {3,
+                                u(g.x),
+                                u(int64_t(g.m)),
+                                u(int64_t(g.k)),
+                                u(int64_t(g.n)),
+                                u(g.f.norm_w),
+                                eps_bits,
+                                u(g.f.norm_out),
+                                u(g.f.accum),
+                                u(g.f.swiglu_out),
+                                gen_};
+    for (int i = 0; i < g.n; ++i)
+      fp.insert(fp.end(), {u(g.segs[i].W), u(g.segs[i].bias), u(g.segs[i].y), u(int64_t(g.segs[i].N))});
+    queue_.replace_last(
+        [=](cudaStream_t s) { return gemv_bf16_fused(g.segs.data(), g.n, g.x, g.m, g.k, g.f, s); }, fp);
   }
 
   Status ensure(IntBuffer& b, size_t n) {
@@ -588,14 +667,37 @@ class CudaBackend final : public Backend {
   cudaEvent_t staged_ = nullptr;
   const float* staged_x_ = nullptr;  // x of the last queued GEMM, while its bf16 staging is current
   int staged_m_ = 0, staged_k_ = 0;
-  // The last queued op when it is a GEMV that later GEMVs on the same x may join (group_n_ > 0).
-  std::array<GemvSegment, kGemvMaxGroup> group_{};
-  int group_n_ = 0, group_m_ = 0, group_k_ = 0;
-  const float* group_x_ = nullptr;
+  // The last queued op when it is a GEMV (n > 0): later GEMVs on the same x join it (q/k/v, gate/up),
+  // and a silu_mul of its outputs or a residual add of its output folds into it.
+  struct GemvOp {
+    std::array<GemvSegment, kGemvMaxGroup> segs{};
+    int n = 0, m = 0, k = 0;
+    const float* x = nullptr;      // what the kernel reads (the un-normalised x when f.norm_w is set)
+    const float* joins = nullptr;  // the x of the linears that may join: x, or f.norm_out
+    GemvFusion f;
+  } gemv_;
+  // The last queued op when it is an rmsnorm without residual (out == nullptr: it is not), which a GEMV
+  // reading its output absorbs.
+  struct NormOp {
+    const float* x = nullptr;
+    const float* w = nullptr;
+    float eps = 0.0f;
+    float* out = nullptr;
+    int rows = 0, dim = 0;
+  } norm_;
   bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
   bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
+  bool swiglu_fuse_ = env_int("SPARKCTL_SWIGLU_FUSE", 1, 0, 1) == 1;
+  bool norm_fuse_ = env_int("SPARKCTL_NORM_FUSE", 1, 0, 1) == 1;  // rmsnorm and residual add into GEMVs
   bool staging_reuse_ = env_int("SPARKCTL_STAGING_REUSE", 1, 0, 1) == 1;
   bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
+  // Decode attention: one block per kv head for its whole GQA group (1), or per q head (0).
+  bool share_kv_ = env_int("SPARKCTL_SHARED_KV_ATTN", 1, 0, 1) == 1;
+  int sm_count_ = 132;
+  // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
+  std::chrono::steady_clock::time_point step_t0_{};
+  bool stats_ = env_int("SPARKCTL_CUDA_STATS", 0, 0, 1) == 1;
+  std::vector<double> host_us_, device_us_;
   struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
     float* q = nullptr;
     float* k = nullptr;

@@ -40,6 +40,18 @@ struct GemvSegment {
   int N;
 };
 Status gemv_bf16_group(const GemvSegment* segs, int n, const float* x, int batch, int K, cudaStream_t s);
+// Small ops folded into a GEMV (gemv.cu has the details). All null: a plain GEMV.
+struct GemvFusion {
+  // x is un-normalised: the GEMV reads rmsnorm(x) * norm_w (eps norm_eps), and writes that to norm_out
+  // [batch, K] as rmsnorm would.
+  const float* norm_w = nullptr;
+  float norm_eps = 0.0f;
+  float* norm_out = nullptr;
+  float* accum = nullptr;       // one weight: accum[b, n] += y[b, n] (y is written too)
+  float* swiglu_out = nullptr;  // two weights of equal N (gate, up): swiglu_out = silu(y_0) * y_1
+};
+Status gemv_bf16_fused(const GemvSegment* segs, int n, const float* x, int batch, int K, const GemvFusion& f,
+                       cudaStream_t s);
 
 // out[i] = silu(gate[i]) * up[i], n elements
 Status silu_mul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
@@ -77,11 +89,14 @@ Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positio
 Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
                        const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
-                       cudaStream_t s, int n_splits = 1, float* partial = nullptr);
+                       cudaStream_t s, int n_splits = 1, float* partial = nullptr, bool share_kv = true);
 // Split-KV: with n_splits > 1 each (token, head) is spread over n_splits blocks, each taking a contiguous
 // share of the visible keys, and a second kernel merges their softmax partials. `partial` holds
 // n_tokens * n_q_heads * n_splits * (head_dim + 2) floats. Long contexts at small batch need this: one
 // block per head leaves most of the 132 SMs idle.
+// share_kv: when paged_attention_shares_kv(), one block per (token, kv head, split) reads each K/V row
+// once for its whole GQA group (else one block per (token, q head, split), the per-head kernel).
+bool paged_attention_shares_kv(int n_q_heads, int n_kv_heads, int head_dim);
 
 // Tiled causal attention for prefill chunks (same semantics as paged_attention). tiles[i] = (first token
 // row, count <= 64) of consecutive tokens of one sequence; every token lies in exactly one tile.

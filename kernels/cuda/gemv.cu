@@ -7,11 +7,24 @@
 // block computes R rows per W load of x (x traffic per W byte = 4*B/R).
 //
 // Layout: one block of 256 threads computes R rows. Thread t walks the 8-element chunks t, t+256, ...
-// of the K axis for all R rows and all B batch rows, then the block reduces the R*B partial sums.
+// of the K axis for all R rows and all B batch rows, two chunks in flight, then the block reduces the
+// R*B partial sums.
+//
+// Fusions (GemvFusion), each removing a small kernel of the decode step:
+//  - norm: x is the un-normalised residual; y = W . (x * w_norm) * rsqrt(mean(x^2) + eps). Every block
+//    reads all of x anyway, so the sum of squares comes free with the dot products; block 0 also writes
+//    the normalised x (norm_out), as the separate rmsnorm would have.
+//  - accum: accum[b, n] += y[b, n] (the o/down projection adding into the residual stream).
+//  - swiglu: gate and up (segments 0 and 1) computed by the same block, row for row, and
+//    out = silu(gate) * up formed in the epilogue; gate and up are still written.
 #include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.h"
 
 namespace spk::cuda {
 namespace {
@@ -27,84 +40,147 @@ struct Group {
   int N[kGemvMaxGroup];
   int first_block[kGemvMaxGroup];
   int n;
+  GemvFusion f;
 };
 
-template <int B, int R>
+__device__ __forceinline__ float dot8(const uint4& w, const float4& x0, const float4& x1, float a) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const float2 w0 = __bfloat1622float2(h[0]), w1 = __bfloat1622float2(h[1]);
+  const float2 w2 = __bfloat1622float2(h[2]), w3 = __bfloat1622float2(h[3]);
+  a = fmaf(w0.x, x0.x, a);
+  a = fmaf(w0.y, x0.y, a);
+  a = fmaf(w1.x, x0.z, a);
+  a = fmaf(w1.y, x0.w, a);
+  a = fmaf(w2.x, x1.x, a);
+  a = fmaf(w2.y, x1.y, a);
+  a = fmaf(w3.x, x1.z, a);
+  return fmaf(w3.y, x1.w, a);
+}
+
+__device__ __forceinline__ float4 mul4(float4 a, float4 b) {
+  return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);
+}
+__device__ __forceinline__ float sq4(float4 a, float s) {
+  return fmaf(a.x, a.x, fmaf(a.y, a.y, fmaf(a.z, a.z, fmaf(a.w, a.w, s))));
+}
+
+template <int B, int R, bool SWIGLU, bool NORM>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(const Group g, const float* __restrict__ x, int K) {
-  // Segment of this block (selects, no dynamic indexing into the parameter struct).
+  constexpr int RT = SWIGLU ? 2 * R : R;       // rows of W per block: R of one weight, or R of gate + R of up
+  constexpr int NP = RT * B + (NORM ? B : 0);  // partial sums per thread: dots, then sums of squares
+  // Segment of this block (selects, no dynamic indexing into the parameter struct). SwiGLU: one segment
+  // of N rows, W[0] = gate, W[1] = up.
   const int blk = blockIdx.x;
-  const bool s1 = g.n > 1 && blk >= g.first_block[1], s2 = g.n > 2 && blk >= g.first_block[2];
+  const bool s1 = !SWIGLU && g.n > 1 && blk >= g.first_block[1];
+  const bool s2 = !SWIGLU && g.n > 2 && blk >= g.first_block[2];
   const bf16* __restrict__ W = s2 ? g.W[2] : s1 ? g.W[1] : g.W[0];
   const float* __restrict__ bias = s2 ? g.bias[2] : s1 ? g.bias[1] : g.bias[0];
   float* __restrict__ y = s2 ? g.y[2] : s1 ? g.y[1] : g.y[0];
   const int N = s2 ? g.N[2] : s1 ? g.N[1] : g.N[0];
   const int row0 = (blk - (s2 ? g.first_block[2] : s1 ? g.first_block[1] : 0)) * R;
   const int chunks = K / 8;
-  float acc[R][B];
+  float acc[NP];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int b = 0; b < B; ++b) acc[r][b] = 0.0f;
+  for (int i = 0; i < NP; ++i) acc[i] = 0.0f;
 
-  const uint4* Wv = reinterpret_cast<const uint4*>(W);
-#pragma unroll 2
-  for (int c = threadIdx.x; c < chunks; c += kThreads) {
-    uint4 w[R];
+  // Two chunks of W per thread are in flight at any time. The first two are loaded before
+  // pdl_wait(): the weights do not depend on the previous kernel, so their loads overlap its tail.
+  const uint4* Wr[RT];  // row r of the block; tail rows recompute the last row and are never stored
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int row = min(row0 + r, N - 1);  // tail rows recompute the last row; never stored
-      w[r] = __ldcs(Wv + static_cast<int64_t>(row) * chunks + c);  // streamed once: evict-first
-    }
+  for (int r = 0; r < RT; ++r) {
+    const bf16* base = SWIGLU && r >= R ? g.W[1] : W;
+    Wr[r] = reinterpret_cast<const uint4*>(base) + static_cast<int64_t>(min(row0 + r % R, N - 1)) * chunks;
+  }
+  auto load = [&](int c, uint4* w) {
 #pragma unroll
-    for (int b = 0; b < B; ++b) {
-      const float4* xv = reinterpret_cast<const float4*>(x + static_cast<int64_t>(b) * K) + 2 * c;
-      const float4 x0 = __ldg(xv), x1 = __ldg(xv + 1);
+    for (int r = 0; r < RT; ++r) w[r] = __ldcs(Wr[r] + c);  // streamed once: evict-first
+  };
+  uint4 w[2][RT];
+  const int c0 = threadIdx.x;
+  if (c0 < chunks) load(c0, w[0]);
+  if (c0 + kThreads < chunks) load(c0 + kThreads, w[1]);
+  pdl_wait();
+  pdl_launch_dependents();
+  for (int c = c0; c < chunks; c += 2 * kThreads) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w[r]);
-        const float2 w0 = __bfloat1622float2(h[0]), w1 = __bfloat1622float2(h[1]);
-        const float2 w2 = __bfloat1622float2(h[2]), w3 = __bfloat1622float2(h[3]);
-        float a = acc[r][b];
-        a = fmaf(w0.x, x0.x, a);
-        a = fmaf(w0.y, x0.y, a);
-        a = fmaf(w1.x, x0.z, a);
-        a = fmaf(w1.y, x0.w, a);
-        a = fmaf(w2.x, x1.x, a);
-        a = fmaf(w2.y, x1.y, a);
-        a = fmaf(w3.x, x1.z, a);
-        a = fmaf(w3.y, x1.w, a);
-        acc[r][b] = a;
+    for (int p = 0; p < 2; ++p) {
+      const int cc = c + p * kThreads;
+      if (cc >= chunks) break;
+      float4 nw0, nw1;
+      if constexpr (NORM) {
+        const float4* nv = reinterpret_cast<const float4*>(g.f.norm_w) + 2 * cc;
+        nw0 = __ldg(nv);
+        nw1 = __ldg(nv + 1);
       }
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<int64_t>(b) * K) + 2 * cc;
+        float4 x0 = __ldg(xv), x1 = __ldg(xv + 1);
+        if constexpr (NORM) {
+          acc[RT * B + b] = sq4(x1, sq4(x0, acc[RT * B + b]));
+          x0 = mul4(x0, nw0);
+          x1 = mul4(x1, nw1);
+        }
+#pragma unroll
+        for (int r = 0; r < RT; ++r) acc[r * B + b] = dot8(w[p][r], x0, x1, acc[r * B + b]);
+      }
+      if (cc + 2 * kThreads < chunks) load(cc + 2 * kThreads, w[p]);
     }
   }
 
-  __shared__ float part[kThreads / 32][R * B];
+  __shared__ float part[kThreads / 32][NP];
+  __shared__ float inv[B];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      float v = acc[r][b];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0) part[warp][r * B + b] = v;
-    }
+  for (int i = 0; i < NP; ++i) {
+    float v = acc[i];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) part[warp][i] = v;
+  }
   __syncthreads();
-  for (int i = threadIdx.x; i < R * B; i += kThreads) {
+  auto total = [&](int i) {
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) v += part[w][i];
+    for (int w8 = 0; w8 < kThreads / 32; ++w8) v += part[w8][i];
+    return v;
+  };
+  if constexpr (NORM) {
+    if (threadIdx.x < B) inv[threadIdx.x] = rsqrtf(total(RT * B + threadIdx.x) / K + g.f.norm_eps);
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < R * B; i += kThreads) {
     const int r = i / B, b = i % B;
     const int row = row0 + r;
-    if (row < N) y[static_cast<int64_t>(b) * N + row] = v + (bias ? bias[row] : 0.0f);
+    if (row >= N) continue;
+    const float scale = NORM ? inv[b] : 1.0f;
+    const float v = total(i) * scale + (bias ? bias[row] : 0.0f);
+    const int64_t at = static_cast<int64_t>(b) * N + row;
+    y[at] = v;
+    if (g.f.accum) g.f.accum[at] += v;
+    if constexpr (SWIGLU) {
+      const float u = total(R * B + i) * scale + (g.bias[1] ? g.bias[1][row] : 0.0f);
+      g.y[1][at] = u;
+      g.f.swiglu_out[at] = v / (1.0f + expf(-v)) * u;  // silu_mul's formula
+    }
+  }
+  if constexpr (NORM) {
+    if (blk == 0)  // the normalised x, as rmsnorm writes it
+      for (int i = threadIdx.x; i < B * K; i += kThreads)
+        g.f.norm_out[i] = x[i] * inv[i / K] * g.f.norm_w[i % K];
   }
 }
 
-template <int B>
-void launch(const GemvSegment* segs, int n, const float* x, int K, cudaStream_t s) {
-  // More rows per block cut x re-reads at larger batch; small N keeps R small to fill the SMs.
-  constexpr int R = B <= 2 ? 2 : 4;
+template <int B, int R, bool SWIGLU, bool NORM>
+cudaError_t launch(const Group& g, int blocks, const float* x, int K, cudaStream_t s) {
+  return launch_kernel(gemv_kernel<B, R, SWIGLU, NORM>, blocks, kThreads, 0, s, g, x, K);
+}
+
+template <int B, int R>
+cudaError_t launch_r(const GemvSegment* segs, int n, const float* x, int K, const GemvFusion& f,
+                     cudaStream_t s) {
   Group g{};
   g.n = n;
+  g.f = f;
   int blocks = 0;
   for (int i = 0; i < n; ++i) {
     g.W[i] = segs[i].W;
@@ -112,9 +188,32 @@ void launch(const GemvSegment* segs, int n, const float* x, int K, cudaStream_t 
     g.y[i] = segs[i].y;
     g.N[i] = segs[i].N;
     g.first_block[i] = blocks;
-    blocks += (segs[i].N + R - 1) / R;
+    if (!f.swiglu_out || i == 0) blocks += (segs[i].N + R - 1) / R;  // swiglu: one block per R row pairs
   }
-  gemv_kernel<B, R><<<blocks, kThreads, 0, s>>>(g, x, K);
+  const bool sw = f.swiglu_out != nullptr, nm = f.norm_w != nullptr;
+  if (sw && nm) return launch<B, R, true, true>(g, blocks, x, K, s);
+  if (sw) return launch<B, R, true, false>(g, blocks, x, K, s);
+  if (nm) return launch<B, R, false, true>(g, blocks, x, K, s);
+  return launch<B, R, false, false>(g, blocks, x, K, s);
+}
+
+// Rows per block: more rows cut x re-reads per W byte (x traffic per W byte = 4*B/R); fewer keep more
+// blocks to fill the SMs. Batches 1-2 take 2 (SPARKCTL_GEMV_ROWS=4 for measuring), larger ones 4.
+int small_batch_rows() {
+  static const int r = [] {
+    const char* e = std::getenv("SPARKCTL_GEMV_ROWS");
+    return e && std::string(e) == "4" ? 4 : 2;
+  }();
+  return r;
+}
+
+template <int B>
+cudaError_t launch_b(const GemvSegment* segs, int n, const float* x, int K, const GemvFusion& f,
+                     cudaStream_t s) {
+  if constexpr (B <= 2) {
+    if (small_batch_rows() == 2) return launch_r<B, 2>(segs, n, x, K, f, s);
+  }
+  return launch_r<B, 4>(segs, n, x, K, f, s);
 }
 
 }  // namespace
@@ -122,47 +221,56 @@ void launch(const GemvSegment* segs, int n, const float* x, int K, cudaStream_t 
 Status gemv_bf16(const bf16* W, const float* bias, const float* x, int batch, int N, int K, float* y,
                  cudaStream_t s) {
   const GemvSegment seg{W, bias, y, N};
-  return gemv_bf16_group(&seg, 1, x, batch, K, s);
+  return gemv_bf16_fused(&seg, 1, x, batch, K, GemvFusion{}, s);
 }
 
 Status gemv_bf16_group(const GemvSegment* segs, int n, const float* x, int batch, int K, cudaStream_t s) {
+  return gemv_bf16_fused(segs, n, x, batch, K, GemvFusion{}, s);
+}
+
+Status gemv_bf16_fused(const GemvSegment* segs, int n, const float* x, int batch, int K, const GemvFusion& f,
+                       cudaStream_t s) {
   if (n < 1 || n > kGemvMaxGroup)
-    return make_error("gemv_bf16_group: " + std::to_string(n) + " weights",
+    return make_error("gemv_bf16: " + std::to_string(n) + " weights",
                       "group 1.." + std::to_string(kGemvMaxGroup));
   for (int i = 0; i < n; ++i)
-    if (segs[i].N < 1) return make_error("gemv_bf16_group: weight " + std::to_string(i) + " has N=0");
+    if (segs[i].N < 1) return make_error("gemv_bf16: weight " + std::to_string(i) + " has N=0");
   if (K % 8 != 0)
     return make_error("gemv_bf16: K=" + std::to_string(K) + " is not a multiple of 8",
                       "use the GEMM path for this shape");
   if (batch < 1 || batch > kGemvMaxBatch)
     return make_error("gemv_bf16: batch " + std::to_string(batch) + " outside 1..8", "use the GEMM path");
+  if (f.swiglu_out && (n != 2 || segs[0].N != segs[1].N))
+    return make_error("gemv_bf16: swiglu needs gate and up of equal rows (got " + std::to_string(n) +
+                      " weights)");
+  if (f.accum && n != 1) return make_error("gemv_bf16: accum needs exactly one weight");
+  if (f.norm_w && !f.norm_out) return make_error("gemv_bf16: norm needs norm_out");
   switch (batch) {
     case 1:
-      launch<1>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<1>(segs, n, x, K, f, s));
       break;
     case 2:
-      launch<2>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<2>(segs, n, x, K, f, s));
       break;
     case 3:
-      launch<3>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<3>(segs, n, x, K, f, s));
       break;
     case 4:
-      launch<4>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<4>(segs, n, x, K, f, s));
       break;
     case 5:
-      launch<5>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<5>(segs, n, x, K, f, s));
       break;
     case 6:
-      launch<6>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<6>(segs, n, x, K, f, s));
       break;
     case 7:
-      launch<7>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<7>(segs, n, x, K, f, s));
       break;
     default:
-      launch<8>(segs, n, x, K, s);
+      SPK_CUDA_CHECK(launch_b<8>(segs, n, x, K, f, s));
       break;
   }
-  SPK_CUDA_LAUNCH_CHECK();
   return ok_status();
 }
 

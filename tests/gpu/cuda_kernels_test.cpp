@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -104,6 +105,122 @@ TEST(CudaKernels, GemvMatchesReference) {
           }
         EXPECT_LT(rel_err(host(dy), ref), 1e-5)
             << "seed=" << seed << " N=" << n << " K=" << K << " B=" << batch;
+      }
+}
+
+// gate/up GEMVs + silu(gate) * up in one launch: all three outputs against the reference.
+TEST(CudaKernels, SwigluGemvMatchesReference) {
+  REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int n : kSizes)
+    for (int k8 : {1, 111})
+      for (int batch : {1, 2, 5, 8}) {
+        const int K = k8 * 8;
+        auto Wg = to_bf16(randn(static_cast<size_t>(n) * K, rng, 0.05f));
+        auto Wu = to_bf16(randn(static_cast<size_t>(n) * K, rng, 0.05f));
+        auto bias = randn(n, rng);
+        auto x = randn(static_cast<size_t>(batch) * K, rng);
+        auto dWg = dev_bf16(Wg), dWu = dev_bf16(Wu);
+        auto db = dev(bias);
+        auto dx = dev(x);
+        const std::vector<float> poison(static_cast<size_t>(batch) * n, NAN);
+        DeviceBuffer<float> dg, du, dout;
+        ASSERT_OK(dg.upload(poison));
+        ASSERT_OK(du.upload(poison));
+        ASSERT_OK(dout.upload(poison));
+        const spk::cuda::GemvSegment gate{dWg.get(), db.get(), dg.get(), n},
+            up{dWu.get(), nullptr, du.get(), n};
+        const spk::cuda::GemvSegment segs[2] = {gate, up};
+        spk::cuda::GemvFusion f;
+        f.swiglu_out = dout.get();
+        ASSERT_OK(spk::cuda::gemv_bf16_fused(segs, 2, dx.get(), batch, K, f, nullptr));
+        std::vector<double> rg(poison.size()), ru(poison.size()), ro(poison.size());
+        for (int b = 0; b < batch; ++b)
+          for (int r = 0; r < n; ++r) {
+            double sg = bias[r], su = 0;
+            for (int c = 0; c < K; ++c) {
+              sg += double(bf(Wg[size_t(r) * K + c])) * x[size_t(b) * K + c];
+              su += double(bf(Wu[size_t(r) * K + c])) * x[size_t(b) * K + c];
+            }
+            const size_t i = size_t(b) * n + r;
+            rg[i] = sg;
+            ru[i] = su;
+            ro[i] = sg / (1.0 + std::exp(-sg)) * su;
+          }
+        const std::string what = "seed=" + std::to_string(seed) + " N=" + std::to_string(n) +
+                                 " K=" + std::to_string(K) + " B=" + std::to_string(batch);
+        EXPECT_LT(rel_err(host(dg), rg), 1e-5) << "gate " << what;
+        EXPECT_LT(rel_err(host(du), ru), 1e-5) << "up " << what;
+        EXPECT_LT(rel_err(host(dout), ro), 1e-5) << "silu(gate) * up " << what;
+      }
+}
+
+// A GEMV group that normalises its input on the fly (and writes the normalised x), and one that adds its
+// output into a residual.
+TEST(CudaKernels, GemvNormAndAccumFusionsMatchReference) {
+  REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int n : {1, 111, 989})
+    for (int k8 : {1, 111})
+      for (int batch : {1, 2, 7}) {
+        const int K = k8 * 8;
+        const std::string what = "seed=" + std::to_string(seed) + " N=" + std::to_string(n) +
+                                 " K=" + std::to_string(K) + " B=" + std::to_string(batch);
+        auto W0 = to_bf16(randn(static_cast<size_t>(n) * K, rng, 0.05f));
+        auto W1 = to_bf16(randn(static_cast<size_t>(n + 3) * K, rng, 0.05f));
+        auto x = randn(static_cast<size_t>(batch) * K, rng), nw = randn(K, rng);
+        auto dW0 = dev_bf16(W0), dW1 = dev_bf16(W1);
+        auto dx = dev(x), dnw = dev(nw);
+        DeviceBuffer<float> dy0, dy1, dh;
+        ASSERT_OK(dy0.upload(std::vector<float>(size_t(batch) * n, NAN)));
+        ASSERT_OK(dy1.upload(std::vector<float>(size_t(batch) * (n + 3), NAN)));
+        ASSERT_OK(dh.upload(std::vector<float>(size_t(batch) * K, NAN)));
+        const spk::cuda::GemvSegment segs[2] = {{dW0.get(), nullptr, dy0.get(), n},
+                                                {dW1.get(), nullptr, dy1.get(), n + 3}};
+        spk::cuda::GemvFusion f;
+        f.norm_w = dnw.get();
+        f.norm_eps = 1e-5f;
+        f.norm_out = dh.get();
+        ASSERT_OK(spk::cuda::gemv_bf16_fused(segs, 2, dx.get(), batch, K, f, nullptr));
+        std::vector<double> h(size_t(batch) * K), r0(size_t(batch) * n), r1(size_t(batch) * (n + 3));
+        for (int b = 0; b < batch; ++b) {
+          double ss = 0;
+          for (int c = 0; c < K; ++c) ss += double(x[size_t(b) * K + c]) * x[size_t(b) * K + c];
+          const double inv = 1.0 / std::sqrt(ss / K + 1e-5);
+          for (int c = 0; c < K; ++c) h[size_t(b) * K + c] = x[size_t(b) * K + c] * inv * nw[c];
+          for (int r = 0; r < n + 3; ++r) {
+            double s0 = 0, s1 = 0;
+            for (int c = 0; c < K; ++c) {
+              if (r < n) s0 += double(bf(W0[size_t(r) * K + c])) * h[size_t(b) * K + c];
+              s1 += double(bf(W1[size_t(r) * K + c])) * h[size_t(b) * K + c];
+            }
+            if (r < n) r0[size_t(b) * n + r] = s0;
+            r1[size_t(b) * (n + 3) + r] = s1;
+          }
+        }
+        EXPECT_LT(rel_err(host(dh), h), 1e-5) << "normalised x " << what;
+        EXPECT_LT(rel_err(host(dy0), r0), 1e-5) << "y0 " << what;
+        EXPECT_LT(rel_err(host(dy1), r1), 1e-5) << "y1 " << what;
+
+        // accum: resid += W0 . x (y written too)
+        auto resid = randn(size_t(batch) * n, rng);
+        DeviceBuffer<float> dres;
+        ASSERT_OK(dres.upload(resid));
+        spk::cuda::GemvFusion fa;
+        fa.accum = dres.get();
+        ASSERT_OK(spk::cuda::gemv_bf16_fused(segs, 1, dx.get(), batch, K, fa, nullptr));
+        std::vector<double> ry(size_t(batch) * n), rr(size_t(batch) * n);
+        for (int b = 0; b < batch; ++b)
+          for (int r = 0; r < n; ++r) {
+            double s0 = 0;
+            for (int c = 0; c < K; ++c) s0 += double(bf(W0[size_t(r) * K + c])) * x[size_t(b) * K + c];
+            ry[size_t(b) * n + r] = s0;
+            rr[size_t(b) * n + r] = resid[size_t(b) * n + r] + s0;
+          }
+        EXPECT_LT(rel_err(host(dy0), ry), 1e-5) << "accum y " << what;
+        EXPECT_LT(rel_err(host(dres), rr), 1e-5) << "accum residual " << what;
       }
 }
 
@@ -218,126 +335,135 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
   REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (int head_dim : {16, 64, 128})
-    for (int window : {0, 7}) {
-      const int hq = 8, hk = 2, bs = 16;
-      const std::vector<int> lens = {19, 111};
-      const int T = lens[0] + lens[1];
-      const int max_blocks = 8, num_blocks = 16;
-      std::vector<int32_t> tables(2 * max_blocks);
-      std::vector<int32_t> perm(num_blocks);
-      for (int i = 0; i < num_blocks; ++i) perm[i] = i;
-      std::shuffle(perm.begin(), perm.end(), rng);
-      for (int i = 0; i < 2 * max_blocks; ++i) tables[i] = perm[i];
-      std::vector<int32_t> seq_of(T), pos(T), slots(T);
-      for (int s = 0, t = 0; s < 2; ++s)
-        for (int p = 0; p < lens[s]; ++p, ++t) {
-          seq_of[t] = s * max_blocks;  // table offset of the token's sequence
-          pos[t] = p;
-          slots[t] = tables[s * max_blocks + p / bs] * bs + p % bs;
-        }
-      std::vector<float> inv_freq(head_dim / 2);
-      for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = float(1.0 / std::pow(10000.0, 2.0 * i / head_dim));
-      auto q = randn(size_t(T) * hq * head_dim, rng), k = randn(size_t(T) * hk * head_dim, rng),
-           v = randn(size_t(T) * hk * head_dim, rng);
-      auto dq = dev(q), dk = dev(k), dv = dev(v), dinv = dev(inv_freq);
-      auto dpos = dev(pos), dslots = dev(slots), dseq = dev(seq_of), dtab = dev(tables);
-      DeviceBuffer<bf16> kc, vc;
-      ASSERT_OK(kc.alloc(size_t(num_blocks) * bs * hk * head_dim));
-      ASSERT_OK(vc.alloc(size_t(num_blocks) * bs * hk * head_dim));
-      if (window == 0) {  // fused
-        ASSERT_OK(spk::cuda::rope_and_cache(dq.get(), dk.get(), dv.get(), dpos.get(), dinv.get(),
-                                            dslots.get(), T, hq, hk, head_dim, kc.get(), vc.get(), nullptr));
-      } else {  // apart
-        ASSERT_OK(spk::cuda::rope(dq.get(), dk.get(), dpos.get(), dinv.get(), T, hq, hk, head_dim, nullptr));
-        ASSERT_OK(spk::cuda::kv_write(dk.get(), dv.get(), dslots.get(), T, hk, head_dim, kc.get(), vc.get(),
-                                      nullptr));
-      }
-      DeviceBuffer<float> dout;
-      ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
-      const float scale = 1.0f / std::sqrt(float(head_dim));
-      ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(), dtab.get(),
-                                           T, hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
-      // reference
-      auto rope = [&](std::vector<double>& x, int p) {
-        const int half = head_dim / 2;
-        for (int i = 0; i < half; ++i) {
-          const double a = double(float(p) * inv_freq[i]);
-          const double x1 = x[i], x2 = x[i + half];
-          x[i] = x1 * std::cos(a) - x2 * std::sin(a);
-          x[i + half] = x2 * std::cos(a) + x1 * std::sin(a);
-        }
-      };
-      std::vector<std::vector<double>> kr(size_t(T) * hk), vr(size_t(T) * hk);
-      for (int t = 0; t < T; ++t)
-        for (int h = 0; h < hk; ++h) {
-          std::vector<double> kk(head_dim), vv(head_dim);
-          for (int d = 0; d < head_dim; ++d) {
-            kk[d] = k[(size_t(t) * hk + h) * head_dim + d];
-            vv[d] = bf(spk::f32_to_bf16(v[(size_t(t) * hk + h) * head_dim + d]));
+  // (q heads, kv heads): GQA groups of 4 (the 8B's), 7 (a padded group of 8) and 1 (MHA).
+  for (auto [hq, hk] : {std::pair{8, 2}, std::pair{7, 1}, std::pair{3, 3}})
+    for (int head_dim : {16, 64, 128, 256})
+      for (int window : {0, 7}) {
+        const int bs = 16;
+        const std::vector<int> lens = {19, 111};
+        const int T = lens[0] + lens[1];
+        const int max_blocks = 8, num_blocks = 16;
+        std::vector<int32_t> tables(2 * max_blocks);
+        std::vector<int32_t> perm(num_blocks);
+        for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        for (int i = 0; i < 2 * max_blocks; ++i) tables[i] = perm[i];
+        std::vector<int32_t> seq_of(T), pos(T), slots(T);
+        for (int s = 0, t = 0; s < 2; ++s)
+          for (int p = 0; p < lens[s]; ++p, ++t) {
+            seq_of[t] = s * max_blocks;  // table offset of the token's sequence
+            pos[t] = p;
+            slots[t] = tables[s * max_blocks + p / bs] * bs + p % bs;
           }
-          rope(kk, pos[t]);
-          for (auto& e : kk) e = bf(spk::f32_to_bf16(float(e)));
-          kr[size_t(t) * hk + h] = kk;
-          vr[size_t(t) * hk + h] = vv;
+        std::vector<float> inv_freq(head_dim / 2);
+        for (int i = 0; i < head_dim / 2; ++i)
+          inv_freq[i] = float(1.0 / std::pow(10000.0, 2.0 * i / head_dim));
+        auto q = randn(size_t(T) * hq * head_dim, rng), k = randn(size_t(T) * hk * head_dim, rng),
+             v = randn(size_t(T) * hk * head_dim, rng);
+        auto dq = dev(q), dk = dev(k), dv = dev(v), dinv = dev(inv_freq);
+        auto dpos = dev(pos), dslots = dev(slots), dseq = dev(seq_of), dtab = dev(tables);
+        DeviceBuffer<bf16> kc, vc;
+        ASSERT_OK(kc.alloc(size_t(num_blocks) * bs * hk * head_dim));
+        ASSERT_OK(vc.alloc(size_t(num_blocks) * bs * hk * head_dim));
+        if (window == 0) {  // fused
+          ASSERT_OK(spk::cuda::rope_and_cache(dq.get(), dk.get(), dv.get(), dpos.get(), dinv.get(),
+                                              dslots.get(), T, hq, hk, head_dim, kc.get(), vc.get(),
+                                              nullptr));
+        } else {  // apart
+          ASSERT_OK(
+              spk::cuda::rope(dq.get(), dk.get(), dpos.get(), dinv.get(), T, hq, hk, head_dim, nullptr));
+          ASSERT_OK(spk::cuda::kv_write(dk.get(), dv.get(), dslots.get(), T, hk, head_dim, kc.get(), vc.get(),
+                                        nullptr));
         }
-      std::vector<double> ref(q.size());
-      for (int t = 0; t < T; ++t) {
-        const int base = t - pos[t];  // first token of this sequence
-        for (int h = 0; h < hq; ++h) {
-          std::vector<double> qq(head_dim);
-          for (int d = 0; d < head_dim; ++d) qq[d] = q[(size_t(t) * hq + h) * head_dim + d];
-          rope(qq, pos[t]);
-          const int first = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
-          std::vector<double> sc;
-          double mx = -1e300;
-          for (int j = first; j <= pos[t]; ++j) {
-            double s = 0;
-            for (int d = 0; d < head_dim; ++d) s += qq[d] * kr[size_t(base + j) * hk + h / (hq / hk)][d];
-            s *= scale;
-            sc.push_back(s);
-            mx = std::max(mx, s);
-          }
-          double l = 0;
-          for (auto& s : sc) l += (s = std::exp(s - mx));
-          for (int d = 0; d < head_dim; ++d) {
-            double o = 0;
-            for (size_t j = 0; j < sc.size(); ++j)
-              o += sc[j] * vr[size_t(base + first + int(j)) * hk + h / (hq / hk)][d];
-            ref[(size_t(t) * hq + h) * head_dim + d] = o / l;
-          }
-        }
-      }
-      EXPECT_LT(rel_err(host(dout), ref), 2e-3)
-          << "seed=" << seed << " head_dim=" << head_dim << " window=" << window;
-      {  // split-KV: 5 splits (some empty for short contexts), merged by the combine kernel
-        DeviceBuffer<float> part;
-        ASSERT_OK(part.alloc(size_t(T) * hq * 5 * (head_dim + 2)));
+        DeviceBuffer<float> dout;
         ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
-        ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(), dtab.get(),
-                                             T, hq, hk, head_dim, bs, window, scale, dout.get(), nullptr, 5,
-                                             part.get()));
-        EXPECT_LT(rel_err(host(dout), ref), 2e-3) << "split-KV, seed=" << seed << " head_dim=" << head_dim;
-      }
-      if (spk::cuda::prefill_attention_supports(head_dim)) {  // the tiled prefill kernel, same reference
-        std::vector<int32_t> tiles;
-        for (int s = 0, t0 = 0; s < 2; t0 += lens[s], ++s)
-          for (int r = 0; r < lens[s]; r += spk::cuda::kPrefillTileQ) {
-            tiles.push_back(t0 + r);
-            tiles.push_back(std::min(spk::cuda::kPrefillTileQ, lens[s] - r));
+        const float scale = 1.0f / std::sqrt(float(head_dim));
+        const std::string what = "seed=" + std::to_string(seed) + " hq=" + std::to_string(hq) +
+                                 " hk=" + std::to_string(hk) + " head_dim=" + std::to_string(head_dim) +
+                                 " window=" + std::to_string(window);
+        // reference
+        auto rope = [&](std::vector<double>& x, int p) {
+          const int half = head_dim / 2;
+          for (int i = 0; i < half; ++i) {
+            const double a = double(float(p) * inv_freq[i]);
+            const double x1 = x[i], x2 = x[i + half];
+            x[i] = x1 * std::cos(a) - x2 * std::sin(a);
+            x[i + half] = x2 * std::cos(a) + x1 * std::sin(a);
           }
-        auto dtiles = dev(tiles);
-        ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
-        ASSERT_OK(spk::cuda::prefill_attention(
-            dq.get(), kc.get(), vc.get(), reinterpret_cast<const int2*>(dtiles.get()), int(tiles.size() / 2),
-            dseq.get(), dpos.get(), dtab.get(), hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
-        // The default prefill kernel runs on tensor cores with q and the softmax weights rounded to
-        // bf16 (as flash-attention does): ~3e-3 here; the SIMT kernel (SPARKCTL_PREFILL_ATTN=simt)
-        // keeps them fp32 and lands under 2e-3.
-        EXPECT_LT(rel_err(host(dout), ref), 8e-3)
-            << "prefill kernel, seed=" << seed << " head_dim=" << head_dim << " window=" << window;
+        };
+        std::vector<std::vector<double>> kr(size_t(T) * hk), vr(size_t(T) * hk);
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < hk; ++h) {
+            std::vector<double> kk(head_dim), vv(head_dim);
+            for (int d = 0; d < head_dim; ++d) {
+              kk[d] = k[(size_t(t) * hk + h) * head_dim + d];
+              vv[d] = bf(spk::f32_to_bf16(v[(size_t(t) * hk + h) * head_dim + d]));
+            }
+            rope(kk, pos[t]);
+            for (auto& e : kk) e = bf(spk::f32_to_bf16(float(e)));
+            kr[size_t(t) * hk + h] = kk;
+            vr[size_t(t) * hk + h] = vv;
+          }
+        std::vector<double> ref(q.size());
+        for (int t = 0; t < T; ++t) {
+          const int base = t - pos[t];  // first token of this sequence
+          for (int h = 0; h < hq; ++h) {
+            std::vector<double> qq(head_dim);
+            for (int d = 0; d < head_dim; ++d) qq[d] = q[(size_t(t) * hq + h) * head_dim + d];
+            rope(qq, pos[t]);
+            const int first = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+            std::vector<double> sc;
+            double mx = -1e300;
+            for (int j = first; j <= pos[t]; ++j) {
+              double s = 0;
+              for (int d = 0; d < head_dim; ++d) s += qq[d] * kr[size_t(base + j) * hk + h / (hq / hk)][d];
+              s *= scale;
+              sc.push_back(s);
+              mx = std::max(mx, s);
+            }
+            double l = 0;
+            for (auto& s : sc) l += (s = std::exp(s - mx));
+            for (int d = 0; d < head_dim; ++d) {
+              double o = 0;
+              for (size_t j = 0; j < sc.size(); ++j)
+                o += sc[j] * vr[size_t(base + first + int(j)) * hk + h / (hq / hk)][d];
+              ref[(size_t(t) * hq + h) * head_dim + d] = o / l;
+            }
+          }
+        }
+        // Both decode kernels (per q head; one block per kv head for its GQA group where supported), whole
+        // and split over 5 blocks (some empty for short contexts) merged by the combine kernel.
+        for (bool share_kv : {false, true})
+          for (int splits : {1, 5}) {
+            DeviceBuffer<float> part;
+            ASSERT_OK(part.alloc(size_t(T) * hq * splits * (head_dim + 2)));
+            ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
+            ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(),
+                                                 dtab.get(), T, hq, hk, head_dim, bs, window, scale,
+                                                 dout.get(), nullptr, splits, part.get(), share_kv));
+            EXPECT_LT(rel_err(host(dout), ref), 2e-3)
+                << what << " share_kv=" << share_kv << " (supported "
+                << spk::cuda::paged_attention_shares_kv(hq, hk, head_dim) << ") splits=" << splits;
+          }
+        if (spk::cuda::prefill_attention_supports(head_dim)) {  // the tiled prefill kernel, same reference
+          std::vector<int32_t> tiles;
+          for (int s = 0, t0 = 0; s < 2; t0 += lens[s], ++s)
+            for (int r = 0; r < lens[s]; r += spk::cuda::kPrefillTileQ) {
+              tiles.push_back(t0 + r);
+              tiles.push_back(std::min(spk::cuda::kPrefillTileQ, lens[s] - r));
+            }
+          auto dtiles = dev(tiles);
+          ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
+          ASSERT_OK(spk::cuda::prefill_attention(dq.get(), kc.get(), vc.get(),
+                                                 reinterpret_cast<const int2*>(dtiles.get()),
+                                                 int(tiles.size() / 2), dseq.get(), dpos.get(), dtab.get(),
+                                                 hq, hk, head_dim, bs, window, scale, dout.get(), nullptr));
+          // The default prefill kernel runs on tensor cores with q and the softmax weights rounded to
+          // bf16 (as flash-attention does): ~3e-3 here; the SIMT kernel (SPARKCTL_PREFILL_ATTN=simt)
+          // keeps them fp32 and lands under 2e-3.
+          EXPECT_LT(rel_err(host(dout), ref), 8e-3) << "prefill kernel, " << what;
+        }
       }
-    }
 }
 
 }  // namespace
