@@ -200,7 +200,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                                const bf16* __restrict__ v_cache, const int32_t* __restrict__ table_offset,
                                const int32_t* __restrict__ positions,
                                const int32_t* __restrict__ block_tables, int hq, int hk, int bs, int window,
-                               float scale, float* __restrict__ out, float* __restrict__ partial) {
+                               float scale, float* __restrict__ out, float* __restrict__ partial,
+                               int* __restrict__ counters) {
   pdl_begin();
   constexpr int D = 32 * E;
   using Vec = typename RowVec<E>::T;
@@ -320,16 +321,49 @@ __global__ void __launch_bounds__(kWarps * 32)
       pp[2 + e] = v;
     }
   }
+  if (n_splits == 1 || counters == nullptr) return;
+  // The last split block of this (token, kv head) to finish merges all splits' partials, so no second
+  // kernel is launched: publish this block's partials, count it, and let the last one read them all.
+  __shared__ bool merger;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* c = counters + static_cast<int64_t>(t) * hk + kvh;
+    merger = atomicAdd(c, 1) == n_splits - 1;
+    if (merger) *c = 0;  // every split has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!merger) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < group * D; idx += blockDim.x) {
+    const int g = idx / D, e = idx % D;
+    const int64_t th = static_cast<int64_t>(t) * hq + h0 + g;
+    const float* pp = partial + th * n_splits * (D + 2);
+    float M = -FLT_MAX;
+    for (int sp = 0; sp < n_splits; ++sp)
+      if (__ldcg(pp + sp * (D + 2) + 1) > 0.0f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
+    float L = 0.0f, v = 0.0f;
+    for (int sp = 0; sp < n_splits; ++sp) {
+      const float l = __ldcg(pp + sp * (D + 2) + 1);
+      if (l > 0.0f) {
+        const float c = __expf(__ldcg(pp + sp * (D + 2)) - M);
+        L += l * c;
+        v += __ldcg(pp + sp * (D + 2) + 2 + e) * c;
+      }
+    }
+    out[th * D + e] = v / L;
+  }
 }
 
 template <int E>
 cudaError_t launch_gqa(int group, dim3 grid, cudaStream_t s, const float* q, const bf16* k_cache,
                        const bf16* v_cache, const int32_t* table_offset, const int32_t* positions,
                        const int32_t* block_tables, int hq, int hk, int bs, int window, float scale,
-                       float* out, float* partial) {
+                       float* out, float* partial, int* counters) {
 #define SPK_GQA(G, U)                                                                                     \
   return launch_kernel(paged_attention_gqa_kernel<E, G, U>, grid, kWarps * 32, 0, s, q, k_cache, v_cache, \
-                       table_offset, positions, block_tables, hq, hk, bs, window, scale, out, partial)
+                       table_offset, positions, block_tables, hq, hk, bs, window, scale, out, partial,    \
+                       counters)
   if (group <= 1) SPK_GQA(1, 4);
   if (group <= 2) SPK_GQA(2, 4);
   if (group <= 4 || E == 8) SPK_GQA(4, 4);
@@ -349,7 +383,7 @@ bool paged_attention_shares_kv(int n_q_heads, int n_kv_heads, int head_dim) {
 Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
                        const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
-                       cudaStream_t s, int n_splits, float* partial, bool share_kv) {
+                       cudaStream_t s, int n_splits, float* partial, bool share_kv, int* split_counters) {
   if (n_splits < 1 || (n_splits > 1 && partial == nullptr))
     return make_error("paged_attention: " + std::to_string(n_splits) + " splits need a partial buffer");
   if (head_dim > 32 * kMaxElems)
@@ -358,24 +392,26 @@ Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache,
     return make_error("paged_attention: " + std::to_string(n_q_heads) + " q heads not a multiple of " +
                       std::to_string(n_kv_heads) + " kv heads");
   if (n_tokens == 0) return ok_status();
-  if (share_kv && paged_attention_shares_kv(n_q_heads, n_kv_heads, head_dim)) {
+  const bool shared = share_kv && paged_attention_shares_kv(n_q_heads, n_kv_heads, head_dim);
+  int* counters = shared && n_splits > 1 ? split_counters : nullptr;  // merged in the kernel
+  if (shared) {
     const dim3 grid(n_tokens, n_kv_heads, n_splits);
     const int group = n_q_heads / n_kv_heads;
     if (head_dim == 64)
       SPK_CUDA_CHECK(launch_gqa<2>(group, grid, s, q, k_cache, v_cache, table_offset, positions, block_tables,
-                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial));
+                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial, counters));
     else if (head_dim == 128)
       SPK_CUDA_CHECK(launch_gqa<4>(group, grid, s, q, k_cache, v_cache, table_offset, positions, block_tables,
-                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial));
+                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial, counters));
     else
       SPK_CUDA_CHECK(launch_gqa<8>(group, grid, s, q, k_cache, v_cache, table_offset, positions, block_tables,
-                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial));
+                                   n_q_heads, n_kv_heads, block_size, window, scale, out, partial, counters));
   } else {
     const dim3 grid(n_tokens, n_q_heads, n_splits);
     SPK_LAUNCH(paged_attention_kernel, grid, kWarps * 32, 0, s, q, k_cache, v_cache, table_offset, positions,
                block_tables, n_q_heads, n_kv_heads, head_dim, block_size, window, scale, out, partial);
   }
-  if (n_splits > 1) {
+  if (n_splits > 1 && counters == nullptr) {
     SPK_LAUNCH(combine_splits_kernel, n_tokens * n_q_heads, 128, 0, s, partial, n_splits, head_dim, out);
   }
   return ok_status();

@@ -448,8 +448,21 @@ class CudaBackend final : public Backend {
         ++gen_;
         queue_.clear();
       }
+      const size_t counters = static_cast<size_t>(n) * hk;  // the shared kernel's split counters
+      if (shared && split_merge_ && counters > counters_cap_) {
+        SPK_TRY(flush());
+        SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        Status st;
+        counters_ = device_alloc(counters * 4, &st);
+        SPK_TRY(st);
+        SPK_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters * 4, stream_));
+        counters_cap_ = counters;
+        ++gen_;
+        queue_.clear();
+      }
     }
     float* part = static_cast<float*>(partial_.get());
+    int* ctr = shared && split_merge_ ? static_cast<int*>(counters_.get()) : nullptr;
     const auto* tl = reinterpret_cast<const int2*>(tiles_.get());
     const int nt = n_tiles_;
     push(
@@ -457,7 +470,7 @@ class CudaBackend final : public Backend {
           if (tiled)
             return prefill_attention(qp, kc, vc, tl, nt, to, pos, tab, hq, hk, d, bs, win, scale, op, s);
           return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
-                                 shared);
+                                 shared, ctr);
         },
         {6,
          u(qp),
@@ -478,6 +491,7 @@ class CudaBackend final : public Backend {
          u(int64_t(tiled ? nt : -1)),
          u(int64_t(splits)),
          u(int64_t(shared)),
+         u(ctr),
          u(part),
          gen_});
     return ok_status();
@@ -693,6 +707,8 @@ class CudaBackend final : public Backend {
   bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
   // Decode attention: one block per kv head for its whole GQA group (1), or per q head (0).
   bool share_kv_ = env_int("SPARKCTL_SHARED_KV_ATTN", 1, 0, 1) == 1;
+  // Its split-KV partials merged by the last split block (1) or by a second kernel (0).
+  bool split_merge_ = env_int("SPARKCTL_SPLIT_MERGE", 1, 0, 1) == 1;
   int sm_count_ = 132;
   // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
   std::chrono::steady_clock::time_point step_t0_{};
@@ -719,6 +735,8 @@ class CudaBackend final : public Backend {
   int max_q_len_ = 0, n_tiles_ = 0;
   std::shared_ptr<void> partial_;  // split-KV partials
   size_t partial_elems_ = 0;
+  std::shared_ptr<void> counters_;  // per (token, kv head) split counters of the shared kernel, kept zero
+  size_t counters_cap_ = 0;
   int32_t* staging_ = nullptr;
   size_t staging_words_ = 0;
   int block_size_ = 0;

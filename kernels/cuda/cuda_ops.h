@@ -89,13 +89,17 @@ Status rope_and_cache(float* q, float* k, const float* v, const int32_t* positio
 Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache, const int32_t* table_offset,
                        const int32_t* positions, const int32_t* block_tables, int n_tokens, int n_q_heads,
                        int n_kv_heads, int head_dim, int block_size, int window, float scale, float* out,
-                       cudaStream_t s, int n_splits = 1, float* partial = nullptr, bool share_kv = true);
+                       cudaStream_t s, int n_splits = 1, float* partial = nullptr, bool share_kv = true,
+                       int* split_counters = nullptr);
 // Split-KV: with n_splits > 1 each (token, head) is spread over n_splits blocks, each taking a contiguous
 // share of the visible keys, and a second kernel merges their softmax partials. `partial` holds
 // n_tokens * n_q_heads * n_splits * (head_dim + 2) floats. Long contexts at small batch need this: one
 // block per head leaves most of the 132 SMs idle.
 // share_kv: when paged_attention_shares_kv(), one block per (token, kv head, split) reads each K/V row
 // once for its whole GQA group (else one block per (token, q head, split), the per-head kernel).
+// split_counters (n_tokens * n_kv_heads ints, zero before the first call; every call leaves them zero):
+// with the shared kernel, the last split block of each (token, kv head) merges the partials itself and
+// no combine kernel is launched.
 bool paged_attention_shares_kv(int n_q_heads, int n_kv_heads, int head_dim);
 
 // Tiled causal attention for prefill chunks (same semantics as paged_attention). tiles[i] = (first token

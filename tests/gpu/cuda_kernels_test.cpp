@@ -433,18 +433,25 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
         }
         // Both decode kernels (per q head; one block per kv head for its GQA group where supported), whole
         // and split over 5 blocks (some empty for short contexts) merged by the combine kernel.
+        // The shared kernel with split counters merges in its last split block; run twice, since the
+        // counters must be left at zero for the next call.
+        DeviceBuffer<int32_t> counters;
+        ASSERT_OK(counters.upload(std::vector<int32_t>(size_t(T) * hk, 0)));
         for (bool share_kv : {false, true})
-          for (int splits : {1, 5}) {
-            DeviceBuffer<float> part;
-            ASSERT_OK(part.alloc(size_t(T) * hq * splits * (head_dim + 2)));
-            ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
-            ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(),
-                                                 dtab.get(), T, hq, hk, head_dim, bs, window, scale,
-                                                 dout.get(), nullptr, splits, part.get(), share_kv));
-            EXPECT_LT(rel_err(host(dout), ref), 2e-3)
-                << what << " share_kv=" << share_kv << " (supported "
-                << spk::cuda::paged_attention_shares_kv(hq, hk, head_dim) << ") splits=" << splits;
-          }
+          for (int splits : {1, 5})
+            for (int merge_in_kernel : {0, 1, 1}) {
+              DeviceBuffer<float> part;
+              ASSERT_OK(part.alloc(size_t(T) * hq * splits * (head_dim + 2)));
+              ASSERT_OK(dout.upload(std::vector<float>(q.size(), NAN)));
+              ASSERT_OK(spk::cuda::paged_attention(dq.get(), kc.get(), vc.get(), dseq.get(), dpos.get(),
+                                                   dtab.get(), T, hq, hk, head_dim, bs, window, scale,
+                                                   dout.get(), nullptr, splits, part.get(), share_kv,
+                                                   merge_in_kernel ? counters.get() : nullptr));
+              EXPECT_LT(rel_err(host(dout), ref), 2e-3)
+                  << what << " share_kv=" << share_kv << " (supported "
+                  << spk::cuda::paged_attention_shares_kv(hq, hk, head_dim) << ") splits=" << splits
+                  << " merge_in_kernel=" << merge_in_kernel;
+            }
         if (spk::cuda::prefill_attention_supports(head_dim)) {  // the tiled prefill kernel, same reference
           std::vector<int32_t> tiles;
           for (int s = 0, t0 = 0; s < 2; t0 += lens[s], ++s)
