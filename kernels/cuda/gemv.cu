@@ -198,11 +198,13 @@ cudaError_t launch_r(const GemvSegment* segs, int n, const float* x, int K, cons
 }
 
 // Rows per block: more rows cut x re-reads per W byte (x traffic per W byte = 4*B/R); fewer keep more
-// blocks to fill the SMs. Batches 1-2 take 2 (SPARKCTL_GEMV_ROWS=4 for measuring), larger ones 4.
+// blocks to fill the SMs. 4 at every batch: on the H200 (bench_cuda_kernels) batch-1 GEMVs take 3546 us
+// per 8B step with 4 rows vs 3665 with 2 (qkv 89.6 vs 86.4 % of copy bandwidth, o 80.4 vs 77.8, down
+// 99.5 vs 91.3); batch 2 3942 vs 4267 us. SPARKCTL_GEMV_ROWS=2 takes 2 at batches 1-2, for measuring.
 int small_batch_rows() {
   static const int r = [] {
     const char* e = std::getenv("SPARKCTL_GEMV_ROWS");
-    return e && std::string(e) == "4" ? 4 : 2;
+    return e && std::string(e) == "2" ? 2 : 4;
   }();
   return r;
 }
