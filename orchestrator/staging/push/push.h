@@ -44,7 +44,10 @@ struct PushOptions {
   std::uint64_t block_bytes = kDefaultBlockBytes;
   std::function<void(const PushProgress&)> progress;  // called at most ~10x/s; may be empty
   int connect_timeout_s = 30;  // stage-recv may still be starting: refused connects are retried
-  int io_timeout_s = 60;       // a receiver silent this long fails the push (retryable)
+  // Polled every 100 ms; true = stage-recv has failed: the push stops at once (no connect retries, no
+  // waiting on a silent socket). May be empty.
+  std::function<bool()> receiver_gone;
+  int io_timeout_s = 60;  // a receiver silent this long fails the push (retryable)
   std::function<void(std::uint64_t bytes_sent)> after_block;  // fault injection (tests); may be empty
 };
 
