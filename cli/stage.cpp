@@ -26,6 +26,7 @@ namespace {
 
 struct StageCliOptions {
   std::string lane;
+  bool accept_new_host_key = false;
   staging::StageOptions stage;
 };
 
@@ -61,10 +62,13 @@ int run_stage(Context& ctx, StageCliOptions o) {
 
   staging::StageOptions so = o.stage;
   so.log_dir = ctx.global.state_dir + "/stage/" + recipe.name;
-  so.exec_for = [self = lp->self](const Node& n) -> Result<std::unique_ptr<RemoteExec>> {
+  so.exec_for = [self = lp->self,
+                 accept_new = o.accept_new_host_key](const Node& n) -> Result<std::unique_ptr<RemoteExec>> {
     if (n.local)
       return std::unique_ptr<RemoteExec>(std::make_unique<LocalExec>(LocalTarget{n.name, self, {}, {}}));
-    auto ssh = std::make_unique<SshExec>(ssh_target(n));
+    SshTarget t = ssh_target(n);
+    t.accept_new_host_key = accept_new;
+    auto ssh = std::make_unique<SshExec>(t);
     // stage-recv must be this build's: push the head's binary when the node's copy differs.
     SPK_TRY(ensure_node_binary(*ssh, self));
     return std::unique_ptr<RemoteExec>(std::move(ssh));
@@ -94,6 +98,8 @@ void setup_stage(CLI::App& app, Context& ctx) {
   s->add_option("--port", o->stage.port, "TCP port of stage-recv on each worker (fabric address)")
       ->envname("SPARKCTL_STAGE_PORT")
       ->check(CLI::Range(1, 65535));
+  s->add_flag("--accept-new-host-key", o->accept_new_host_key,
+              "record unknown SSH host keys of workers (a changed key is always refused)");
   s->add_option("--streams", o->stage.streams, "parallel TCP streams per worker")->check(CLI::Range(1, 64));
   s->callback([&ctx, o] { ctx.exit_code = run_stage(ctx, *o); });
 }

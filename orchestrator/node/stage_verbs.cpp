@@ -22,8 +22,8 @@ VerbOutput failed(const Error& e) {
 
 VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
   namespace ni = node_input;
-  if (auto s =
-          ni::only_keys(in, {"root", "token", "bind", "port", "max_bytes", "idle_timeout_s"}, "stage-recv");
+  if (auto s = ni::only_keys(
+          in, {"root", "token", "bind", "port", "max_bytes", "idle_timeout_s", "direct_io"}, "stage-recv");
       !s)
     return bad(s.error());
   auto root = ni::str(in, "root", "");
@@ -32,6 +32,8 @@ VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
   auto port = ni::u64(in, "port", 0);
   auto max_bytes = ni::u64(in, "max_bytes", 0);
   auto idle = ni::u64(in, "idle_timeout_s", 60);
+  auto direct = ni::boolean(in, "direct_io", true);
+  if (!direct) return bad(direct.error());
   for (const auto* r : {&root, &token, &bind})
     if (!*r) return bad(r->error());
   for (const auto* r : {&port, &max_bytes, &idle})
@@ -45,6 +47,7 @@ VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
   o.port = static_cast<int>(*port);
   o.max_bytes = *max_bytes;
   o.idle_timeout_s = static_cast<int>(*idle);
+  o.direct_io = *direct;
   int bound = 0;
   o.on_listening = [&bound, &o](int p) {
     bound = p;
@@ -60,6 +63,7 @@ VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
                         {"port", bound},
                         {"files", r->files},
                         {"bytes_received", r->bytes_received},
+                        {"bytes_direct", r->bytes_direct},
                         {"blocks_rejected", r->blocks_rejected}}};
 }
 

@@ -1,8 +1,10 @@
 #include "orchestrator/staging/stage.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -53,6 +55,14 @@ VerifyReport verify_on(RemoteExec& exec, const std::string& dir, const std::vect
   return VerifyReport::from_json(a->body);
 }
 
+// Where stage-recv listens: the worker's reach address when it is an IPv4 literal (its fabric IP, or an
+// SSH host given as an address). A host name may resolve differently on the worker itself (Debian maps
+// a machine's own name to 127.0.1.1), so then it listens on every address; the session token gates it.
+std::string recv_bind_address(const Node& w) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, w.reach_address().c_str(), &a) == 1 ? w.reach_address() : "0.0.0.0";
+}
+
 void push_to(const Node& w, const std::string& head_dir, const std::vector<ManifestEntry>& expect,
              const StageOptions& opt, NodeStage& out) {
   auto token = random_token();
@@ -66,15 +76,22 @@ void push_to(const Node& w, const std::string& head_dir, const std::vector<Manif
     return;
   }
   auto exec = std::move(*got);
-  json in{{"root", out.dir}, {"token", *token}, {"bind", w.reach_address()}, {"port", opt.port}};
+  json in{{"root", out.dir}, {"token", *token}, {"bind", recv_bind_address(w)}, {"port", opt.port}};
   Result<NodeAnswer> recv = make_error("stage-recv did not run");
-  std::thread t([&] { recv = call_node(*exec, NodeVerb::kStageRecv, in, std::chrono::hours(24)); });
+  std::atomic<bool> recv_failed{false};
+  std::thread t([&] {
+    auto a = call_node(*exec, NodeVerb::kStageRecv, in, std::chrono::hours(24));
+    const bool failed = !a.ok() || a->exit_code != 0;
+    recv = std::move(a);
+    recv_failed = failed;
+  });
   PushOptions po;
   po.source_dir = head_dir;
   po.host = w.reach_address();
   po.port = opt.port;
   po.token = *token;
   po.streams = opt.streams;
+  po.receiver_gone = [&] { return recv_failed.load(); };  // e.g. its port was taken: no 60 s wait
   if (opt.progress) po.progress = [&](const PushProgress& p) { opt.progress(w.name, p); };
   auto rep = push_tree(po);
   t.join();

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -71,7 +72,8 @@ TEST(StageCli, TwoNodesPushVerifyRepair) {
                                   << "  - {name: head, role: head, local: true, cache_dir: "
                                   << (t.p / "head").string() << "}\n"
                                   << "  - {name: w1, role: worker, local: true, cache_dir: "
-                                  << (t.p / "w1").string() << "}\n";
+                                  << (t.p / "w1").string()
+                                  << ", ssh: {host: localhost}}\n";  // a name: stage-recv binds 0.0.0.0
   std::string lane = slurp(std::string(SPARKCTL_SOURCE_DIR) + "/recipes/lane-demo.yaml");
   lane.replace(lane.find("name: lane-demo"), 15, "name: lane-two\nnodes: 2\ntensor_parallel: 2");
   std::ofstream(t.p / "lane-two.yaml") << lane;
@@ -99,4 +101,39 @@ TEST(StageCli, TwoNodesPushVerifyRepair) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("1 blocks sent"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(hs), slurp(ws));
+}
+
+// The worker's stage port is taken: stage-recv fails at once, and so does the stage (the head stops
+// retrying its connect when stage-recv has exited) with the port and the knob named.
+TEST(StageCli, TakenPortFailsFastNamingIt) {
+  TempDir t;
+  const std::string env = "SPARKCTL_STATE_DIR=" + t.p.string() + " ";
+  std::ofstream(t.p / "two.yaml") << "name: two\nnodes:\n"
+                                  << "  - {name: head, role: head, local: true, cache_dir: "
+                                  << (t.p / "head").string() << "}\n"
+                                  << "  - {name: w1, role: worker, local: true, cache_dir: "
+                                  << (t.p / "w1").string() << "}\n";
+  std::string lane = slurp(std::string(SPARKCTL_SOURCE_DIR) + "/recipes/lane-demo.yaml");
+  lane.replace(lane.find("name: lane-demo"), 15, "name: lane-two\nnodes: 2\ntensor_parallel: 2");
+  std::ofstream(t.p / "lane-two.yaml") << lane;
+  int blocker = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(blocker, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(blocker, 1), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(blocker, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_sparkctl("--cluster " + (t.p / "two.yaml").string() + " stage " +
+                            (t.p / "lane-two.yaml").string() + " --port " + port,
+                        env);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(blocker);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("w1: INCOMPLETE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("127.0.0.1:" + port), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
+  EXPECT_LT(s, 15.0) << "the head kept retrying a receiver that had exited:\n" << r.out;
 }

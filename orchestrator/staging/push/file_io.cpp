@@ -1,9 +1,12 @@
 #include "orchestrator/staging/push/file_io.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,17 +23,41 @@ Error io_error(const std::string& what, const std::string& path) {
 }
 }  // namespace
 
-Status pwrite_all(int fd, const void* p, std::uint64_t n, std::uint64_t off, const std::string& path) {
+int pwrite_errno(int fd, const void* p, std::uint64_t n, std::uint64_t off) {
   const char* c = static_cast<const char*>(p);
   while (n > 0) {
     ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(off));
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return io_error("writing", path);
+    if (w < 0) return errno;
+    if (w == 0) return EIO;
     c += w;
     n -= static_cast<std::uint64_t>(w);
     off += static_cast<std::uint64_t>(w);
   }
+  return 0;
+}
+
+Error write_error(int err, const std::string& path) {
+  errno = err;
+  return io_error("writing", path);
+}
+
+Status pwrite_all(int fd, const void* p, std::uint64_t n, std::uint64_t off, const std::string& path) {
+  if (int e = pwrite_errno(fd, p, n, off); e != 0) return write_error(e, path);
   return ok_status();
+}
+
+std::uint32_t direct_io_align(int fd) {
+#ifdef STATX_DIOALIGN
+  struct statx sx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 || !(sx.stx_mask & STATX_DIOALIGN) ||
+      sx.stx_dio_offset_align == 0)
+    return 0;
+  return std::max(sx.stx_dio_offset_align, sx.stx_dio_mem_align);
+#else
+  (void)fd;
+  return 0;
+#endif
 }
 
 Status reserve(int fd, std::uint64_t size, const std::string& path) {
@@ -41,29 +68,12 @@ Status reserve(int fd, std::uint64_t size, const std::string& path) {
   return io_error("reserving space for", path);
 }
 
-Status copy_file(const std::string& from, const std::string& to) {
-  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return io_error("opening", from);
-  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (out < 0) {
-    Error err = io_error("creating", to);
-    ::close(in);
-    return err;
-  }
-  Status st;
-  for (;;) {
-    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 64 << 20, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      st = io_error("copying " + from + " to", to);
-      break;
-    }
-    if (n == 0) break;
-  }
+bool clone_file(const std::string& from, int to_fd) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return false;
+  bool ok = ::ioctl(to_fd, FICLONE, in) == 0;
   ::close(in);
-  ::close(out);
-  if (!st.ok()) ::unlink(to.c_str());
-  return st;
+  return ok;
 }
 
 Status fsync_parent(const std::string& path) {

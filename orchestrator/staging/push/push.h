@@ -8,7 +8,8 @@
 //  - blocks spread over `streams` parallel TCP connections, each authenticated by `token`;
 //  - the receiver hashes every received block and refuses it unless it matches the sender's hash; a
 //    refused or missing block is asked for again (repair rounds); kept blocks matched by hash. Then
-//    ftruncate, fsync, rename over the final name, fsync the directory: no partial file is ever visible;
+//    ftruncate, fsync, rename over the final name, fsync the directory: no partial file is ever visible.
+//    A file is finished as soon as its last block lands, while the others still arrive (receiver.cpp);
 //  - disk preflight (statvfs, or max_bytes) before the first byte: the error names bytes needed, free,
 //    and the path. ENOSPC while writing removes this session's partial files and names the path;
 //  - the receiver writes only under `root`: absolute paths, `..` and symlink escapes are refused.
@@ -43,7 +44,10 @@ struct PushOptions {
   std::uint64_t block_bytes = kDefaultBlockBytes;
   std::function<void(const PushProgress&)> progress;  // called at most ~10x/s; may be empty
   int connect_timeout_s = 30;  // stage-recv may still be starting: refused connects are retried
-  int io_timeout_s = 60;       // a receiver silent this long fails the push (retryable)
+  // Polled every 100 ms; true = stage-recv has failed: the push stops at once (no connect retries, no
+  // waiting on a silent socket). May be empty.
+  std::function<bool()> receiver_gone;
+  int io_timeout_s = 60;  // a receiver silent this long fails the push (retryable)
   std::function<void(std::uint64_t bytes_sent)> after_block;  // fault injection (tests); may be empty
 };
 
@@ -65,12 +69,14 @@ struct ReceiveOptions {
   std::string token;
   std::uint64_t max_bytes = 0;  // 0 = statvfs free space; else a cap (tests simulate a full disk)
   int idle_timeout_s = 60;      // gives up when the sender stays silent this long
+  bool direct_io = true;  // O_DIRECT block writes where the filesystem supports them; false = page cache
   std::function<void(int port)> on_listening;  // called once with the bound port (port 0 = any)
 };
 
 struct ReceiveReport {
   std::vector<std::string> files;     // relative paths completed and renamed into place
   std::uint64_t bytes_received = 0;   // block payload accepted (hash matched) and written
+  std::uint64_t bytes_direct = 0;     // of those, written O_DIRECT (the rest: page cache + writeback)
   std::uint64_t blocks_rejected = 0;  // payload whose hash did not match: asked for again
 };
 

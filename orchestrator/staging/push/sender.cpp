@@ -3,6 +3,7 @@
 // pread (page cache) -> xxh64 (~10 GB/s) -> send. A cold file is hashed while it is sent, so the
 // source is read once; a file the worker already holds is hashed first to find the blocks that differ.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -137,14 +138,69 @@ class Ticker {
   std::thread t_;
 };
 
+// Stops the push as soon as opt.receiver_gone() says stage-recv has failed: every watched socket is shut
+// down, so no send or receive waits out io_timeout_s (e.g. the port was taken by another listener,
+// which accepts the connection and never answers). A socket is unwatched before it closes.
+class Watchdog {
+ public:
+  explicit Watchdog(const PushOptions& opt) : opt_(opt) {
+    if (opt_.receiver_gone) t_ = std::thread([this] { loop(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (t_.joinable()) t_.join();
+  }
+  void watch(int fd) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fired_) ::shutdown(fd, SHUT_RDWR);
+    fds_.push_back(fd);
+  }
+  void unwatch(int fd) {
+    std::lock_guard<std::mutex> l(mu_);
+    fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_ && !fired_) {
+      cv_.wait_for(l, std::chrono::milliseconds(100));
+      if (!stop_ && opt_.receiver_gone()) {
+        fired_ = true;
+        for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+      }
+    }
+  }
+  const PushOptions& opt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> fds_;
+  bool stop_ = false, fired_ = false;
+  std::thread t_;
+};
+
+// Watches one connection for its lifetime (declare it after the Conn: it unwatches before the close).
+struct Watched {
+  Watched(Watchdog& w, int fd) : w_(w), fd_(fd) { w_.watch(fd_); }
+  ~Watched() { w_.unwatch(fd_); }
+  Watchdog& w_;
+  int fd_;
+};
+
 Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
   auto t0 = std::chrono::steady_clock::now();
+  Watchdog dog(opt);
   const std::uint64_t bb = opt.block_bytes;
   const auto connect_to = std::chrono::seconds(opt.connect_timeout_s);
   auto hello = [&](const char* role) {
     return json{{"type", "hello"}, {"token", opt.token}, {"role", role}};
   };
-  SPK_ASSIGN(Conn ctl, wire::connect_tcp(opt.host, opt.port, connect_to));
+  SPK_ASSIGN(Conn ctl, wire::connect_tcp(opt.host, opt.port, connect_to, opt.receiver_gone));
+  Watched ctl_watched(dog, ctl.fd());
   ctl.set_timeout(opt.io_timeout_s);
   SPK_TRY(ctl.send_json(hello("control")));
   SPK_TRY(ctl.recv_json("welcome"));
@@ -201,7 +257,8 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
     for (int s = 0; s < streams; ++s)
       threads.emplace_back([&] {
         auto run = [&]() -> Status {
-          SPK_ASSIGN(Conn c, wire::connect_tcp(opt.host, opt.port, connect_to));
+          SPK_ASSIGN(Conn c, wire::connect_tcp(opt.host, opt.port, connect_to, opt.receiver_gone));
+          Watched c_watched(dog, c.fd());
           c.set_timeout(opt.io_timeout_s);
           SPK_TRY(c.send_json(hello("data")));
           SPK_TRY(c.recv_json("welcome"));

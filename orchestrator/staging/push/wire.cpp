@@ -174,7 +174,8 @@ Result<Conn> accept_tcp(int lfd, std::chrono::milliseconds timeout) {
   return Conn(fd, std::string(ip) + ":" + std::to_string(ntohs(a.sin_port)));
 }
 
-Result<Conn> connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout) {
+Result<Conn> connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
+                         const std::function<bool()>& give_up) {
   const std::string peer = host + ":" + std::to_string(port);
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -193,7 +194,7 @@ Result<Conn> connect_tcp(const std::string& host, int port, std::chrono::millise
     }
     last = errno_text();
     if (fd >= 0) ::close(fd);
-    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (std::chrono::steady_clock::now() >= deadline || (give_up && give_up())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ::freeaddrinfo(res);

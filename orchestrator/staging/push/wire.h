@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -68,8 +69,10 @@ class Conn {
 Result<int> listen_tcp(const std::string& bind, int& port);
 // Waits up to `timeout` for a connection on `lfd`.
 Result<Conn> accept_tcp(int lfd, std::chrono::milliseconds timeout);
-// Connects, retrying refused connections until `timeout` (the receiver may still be starting).
-Result<Conn> connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout);
+// Connects, retrying refused connections until `timeout` (the receiver may still be starting) or until
+// `give_up` (may be empty) answers true between two tries.
+Result<Conn> connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
+                         const std::function<bool()>& give_up = {});
 
 // {"error": message, "fix": fix}
 nlohmann::json error_json(const Error& e);
