@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (not a test) of the weight push on loopback, two "nodes" on one machine:
 #   1. a synthetic multi-shard model (random bytes) pushed cold, then again after one shard changed in 1%
-#      of its 4 MiB blocks;
+#      of its 4 MiB blocks, then once more with nothing changed (the re-stage of an unchanged model);
 #   2. the same with `rsync -a --whole-file` over ssh (sshd on 127.0.0.2) for the cold copy and rsync's
 #      delta algorithm over ssh for the changed shard;
 #   3. the same over rsync's daemon protocol (rsync --daemon on 127.0.0.3).
@@ -168,11 +168,14 @@ patch_s1() {  # $1 = orig | new
 
 # One method: best of RUNS cold copies, each into an emptied destination (on a VM the first writer of
 # fresh memory or disk blocks pays for the host's faults, whichever method that is), then the delta,
-# the check that the destination equals the source, and the destination removed (the bench needs 2x
-# the model, not 4x). Prints "cold-line|delta-line" (lines: "seconds [seconds_synced] bytes").
+# the check that the destination equals the source, the same command again with nothing changed (the
+# unchanged re-run: rsync's quick check skips every file), and the destination removed (the bench needs
+# 2x the model, not 4x). Prints "cold-line|delta-line|unchanged-line" (lines: "seconds [seconds_synced]
+# bytes"). The unchanged re-run starts with the destination's page cache dropped: a re-stage finds the
+# worker's weights on disk, not in memory.
 RUNS=${STAGE_BENCH_RUNS:-2}
 method() {  # $1 = destination, $2 = cold command, $3 = delta command (empty: no delta)
-  local dst=$1 best="" line r delta="- - -"
+  local dst=$1 best="" line r delta="- - -" same="- - -"
   for r in $(seq 1 "$RUNS"); do
     rm -rf "$dst" && mkdir -p "$dst"
     line=$(eval "$2")
@@ -182,11 +185,19 @@ method() {  # $1 = destination, $2 = cold command, $3 = delta command (empty: no
     patch_s1 new
     delta=$(eval "$3")
     diff -rq "$SRC" "$dst" >/dev/null || { echo "bench-stage: $dst differs from the source" >&2; touch "$W/differs"; }
+    drop_dst_cache "$dst"
+    same=$(eval "$3")
     patch_s1 orig
   fi
   rm -rf "$dst"
   sync
-  echo "$best|$delta"
+  echo "$best|$delta|$same"
+}
+# Evicts the destination's files from the page cache (fadvise DONTNEED through dd; the source stays warm).
+drop_dst_cache() {
+  local f
+  sync
+  find "$1" -type f | while read -r f; do dd if=/dev/null of="$f" oflag=nocache conv=notrunc,fdatasync count=0 status=none; done
 }
 
 echo "bench-stage: each method: best of $RUNS cold copies, then $changed of $blocks blocks of shard 1 changed" >&2
@@ -195,35 +206,39 @@ if [[ $BUFFERED_ROW == 1 ]]; then
   IFS='|' read -r pc_cold pc_delta < <(method "$W/dst-push" "ours ',\"direct_io\":false'" "")
   read -r pc_cold_s pc_cold_b <<<"$pc_cold"
 fi
-IFS='|' read -r c d < <(method "$W/dst-push" 'ours ""' 'ours ""')
+IFS='|' read -r c d u < <(method "$W/dst-push" 'ours ""' 'ours ""')
 read -r ours_cold_s ours_cold_b <<<"$c"
 read -r ours_delta_s ours_delta_b <<<"$d"
-IFS='|' read -r c d < <(method "$W/dst-ssh" 'over_ssh --whole-file' 'over_ssh ""')
+read -r ours_same_s ours_same_b <<<"$u"
+IFS='|' read -r c d u < <(method "$W/dst-ssh" 'over_ssh --whole-file' 'over_ssh ""')
 read -r ssh_cold_s ssh_cold_sync ssh_cold_b <<<"$c"
 read -r ssh_delta_s ssh_delta_sync ssh_delta_b <<<"$d"
-IFS='|' read -r c d < <(method "$W/dst-daemon" 'over_daemon --whole-file' 'over_daemon ""')
+read -r ssh_same_s ssh_same_sync ssh_same_b <<<"$u"
+IFS='|' read -r c d u < <(method "$W/dst-daemon" 'over_daemon --whole-file' 'over_daemon ""')
 read -r dmn_cold_s dmn_cold_sync dmn_cold_b <<<"$c"
 read -r dmn_delta_s dmn_delta_sync dmn_delta_b <<<"$d"
+read -r dmn_same_s dmn_same_sync dmn_same_b <<<"$u"
 [[ ! -e $W/differs ]] || exit 1
 
-row() {  # name cold_s cold_bytes delta_s delta_bytes
-  printf "| %-37s | %8.2f | %9.0f | %8.2f | %12d | %6.2f%% |\n" "$1" "$2" "$(echo "$TOTAL / $2 / 1000000" | bc -l)" "$4" "$5" \
-    "$(echo "100 * $5 / $TOTAL" | bc -l)"
+row() {  # name cold_s cold_bytes delta_s delta_bytes unchanged_s unchanged_bytes
+  printf "| %-37s | %8.2f | %9.0f | %8.2f | %12d | %6.2f%% | %11.2f | %9d |\n" "$1" "$2" \
+    "$(echo "$TOTAL / $2 / 1000000" | bc -l)" "$4" "$5" "$(echo "100 * $5 / $TOTAL" | bc -l)" "$6" "$7"
 }
 ratio() { echo "scale=2; $2 / $1" | bc; }
 echo
 echo "model: $(numfmt --to=iec-i --suffix=B --round=nearest "$TOTAL") in $SHARDS shards under $W ($(df --output=fstype "$W" | tail -1)); cold: best of $RUNS; delta: $changed of $blocks 4 MiB blocks of one shard; loopback, $(nproc) cores"
 echo "disk ceiling, dd of $shard_mib MiB shards: 1 writer page cache + fsync $dd_buffered MB/s, 1 writer O_DIRECT + fsync $dd_direct MB/s, $dd_writers writers O_DIRECT + fsync $dd_direct_n MB/s"
-echo "| method                                |   cold s | cold MB/s |  delta s | delta bytes  | of tree |"
-echo "| ------------------------------------- | -------- | --------- | -------- | ------------ | ------- |"
-row "sparkctl push (4 streams, fsynced)" "$ours_cold_s" "$ours_cold_b" "$ours_delta_s" "$ours_delta_b"
+echo "| method                                |   cold s | cold MB/s |  delta s | delta bytes  | of tree | unchanged s | unch. B   |"
+echo "| ------------------------------------- | -------- | --------- | -------- | ------------ | ------- | ----------- | --------- |"
+row "sparkctl push (4 streams, fsynced)" "$ours_cold_s" "$ours_cold_b" "$ours_delta_s" "$ours_delta_b" "$ours_same_s" "$ours_same_b"
 if [[ $BUFFERED_ROW == 1 ]]; then
-  printf "| %-37s | %8.2f | %9.0f | %8s | %12s | %7s |\n" "sparkctl push, direct_io off" "$pc_cold_s" \
-    "$(echo "$TOTAL / $pc_cold_s / 1000000" | bc -l)" - - -
+  printf "| %-37s | %8.2f | %9.0f | %8s | %12s | %7s | %11s | %9s |\n" "sparkctl push, direct_io off" "$pc_cold_s" \
+    "$(echo "$TOTAL / $pc_cold_s / 1000000" | bc -l)" - - - - -
 fi
-row "rsync -a --whole-file over ssh" "$ssh_cold_s" "$ssh_cold_b" "$ssh_delta_s" "$ssh_delta_b"
-row "rsync over ssh + sync (durable)" "$ssh_cold_sync" "$ssh_cold_b" "$ssh_delta_sync" "$ssh_delta_b"
-row "rsync daemon protocol" "$dmn_cold_s" "$dmn_cold_b" "$dmn_delta_s" "$dmn_delta_b"
-row "rsync daemon + sync (durable)" "$dmn_cold_sync" "$dmn_cold_b" "$dmn_delta_sync" "$dmn_delta_b"
-echo "(delta rows of rsync use its delta algorithm, not --whole-file; rsync bytes = its 'Total bytes sent')"
+row "rsync -a --whole-file over ssh" "$ssh_cold_s" "$ssh_cold_b" "$ssh_delta_s" "$ssh_delta_b" "$ssh_same_s" "$ssh_same_b"
+row "rsync over ssh + sync (durable)" "$ssh_cold_sync" "$ssh_cold_b" "$ssh_delta_sync" "$ssh_delta_b" "$ssh_same_sync" "$ssh_same_b"
+row "rsync daemon protocol" "$dmn_cold_s" "$dmn_cold_b" "$dmn_delta_s" "$dmn_delta_b" "$dmn_same_s" "$dmn_same_b"
+row "rsync daemon + sync (durable)" "$dmn_cold_sync" "$dmn_cold_b" "$dmn_delta_sync" "$dmn_delta_b" "$dmn_same_sync" "$dmn_same_b"
+echo "(delta and unchanged rows of rsync use its delta algorithm and quick check, not --whole-file; rsync bytes = its 'Total bytes sent';"
+echo " unchanged: the same command again with nothing changed, destination page cache dropped first)"
 echo "cold speedup of sparkctl push: $(ratio "$ours_cold_s" "$ssh_cold_s")x rsync over ssh, $(ratio "$ours_cold_s" "$ssh_cold_sync")x rsync over ssh + sync, $(ratio "$ours_cold_s" "$dmn_cold_s")x rsync daemon, $(ratio "$ours_cold_s" "$dmn_cold_sync")x rsync daemon + sync"
