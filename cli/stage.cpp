@@ -1,6 +1,7 @@
 // `sparkctl stage LANE [--verify] [--hash]`: the lane's checkpoint complete on every node it uses
 // (orchestrator/staging/stage.h). The head gets its copy first, then each worker receives the head's
-// tree over the fabric and is verified. --verify only reports. Exit 1 when any node is incomplete.
+// tree over the fabric and is verified. --verify only reports. Exit 1 when any node is incomplete. A push
+// skips files whose size and mtime match unless --hash.
 #include "orchestrator/staging/stage.h"
 
 #include <unistd.h>
@@ -94,7 +95,9 @@ void setup_stage(CLI::App& app, Context& ctx) {
   s->add_flag("--verify", o->stage.verify_only, "only report completeness per node; change nothing");
   s->add_flag(
       "--hash", o->stage.hash,
-      "with --verify: compare every worker file's XXH3 with the head's, and hub blobs with their SHA-256");
+      "with --verify: compare every worker file's XXH3 with the head's, and hub blobs with their SHA-256; "
+      "without: hash every block on both ends instead of skipping files whose size and mtime match (only "
+      "this finds a corruption that kept both)");
   s->add_option("--port", o->stage.port, "TCP port of stage-recv on each worker (fabric address)")
       ->envname("SPARKCTL_STAGE_PORT")
       ->check(CLI::Range(1, 65535));

@@ -91,6 +91,7 @@ void push_to(const Node& w, const std::string& head_dir, const std::vector<Manif
   po.port = opt.port;
   po.token = *token;
   po.streams = opt.streams;
+  po.hash_all = opt.hash;
   po.receiver_gone = [&] { return recv_failed.load(); };  // e.g. its port was taken: no 60 s wait
   if (opt.progress) po.progress = [&](const PushProgress& p) { opt.progress(w.name, p); };
   auto rep = push_tree(po);
@@ -156,6 +157,9 @@ json StageReport::to_json() const {
                    {"bytes_sent", n.push.bytes_sent},
                    {"blocks_sent", n.push.blocks_sent},
                    {"blocks_skipped", n.push.blocks_skipped},
+                   {"files_skipped_quick", n.push.files_skipped_quick},
+                   {"bytes_hashed", n.push.bytes_hashed},
+                   {"worker_bytes_hashed", n.push.worker_bytes_hashed},
                    {"seconds", n.push.seconds}};
     a.push_back(j);
   }
@@ -170,9 +174,10 @@ std::string StageReport::to_text() const {
     if (n.pushed) {
       double mbps = n.push.seconds > 0 ? static_cast<double>(n.push.bytes_sent) / n.push.seconds / 1e6 : 0;
       o << "  pushed " << human_bytes(n.push.bytes_sent) << " of " << human_bytes(n.push.bytes_total) << " ("
-        << n.push.blocks_sent << " blocks sent, " << n.push.blocks_skipped << " already there) in "
-        << std::fixed << std::setprecision(2) << n.push.seconds << " s, " << static_cast<long>(mbps)
-        << " MB/s\n";
+        << n.push.blocks_sent << " blocks sent, " << n.push.blocks_skipped << " already there; "
+        << n.push.files_skipped_quick << " of " << n.push.files
+        << " files skipped unread, size and mtime unchanged) in " << std::fixed << std::setprecision(2)
+        << n.push.seconds << " s, " << static_cast<long>(mbps) << " MB/s\n";
     }
     if (!n.error.empty()) o << "  error: " << n.error << "\n";
     for (const auto& p : n.verify.problems) o << "  " << p << "\n";

@@ -23,8 +23,10 @@ namespace spk::staging {
 
 struct StageOptions {
   bool verify_only = false;
-  bool hash = false;  // compare every worker file's XXH3 with the head's (reads everything once)
-  int port = 29650;   // stage-recv port on every worker
+  // verify_only: compare every worker file's XXH3 with the head's (reads everything once); else the push
+  // hashes every block on both ends instead of skipping files whose size and mtime match.
+  bool hash = false;
+  int port = 29650;  // stage-recv port on every worker
   int streams = 4;
   std::string log_dir;  // synth-model log goes here
   // How the head reaches a node's `sparkctl node` entrypoint (LocalExec / SshExec with the head's binary

@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
                               {"bytes_sent", r->bytes_sent},
                               {"blocks_sent", r->blocks_sent},
                               {"blocks_skipped", r->blocks_skipped},
+                              {"files_skipped_quick", r->files_skipped_quick},
+                              {"bytes_hashed", r->bytes_hashed},
+                              {"worker_bytes_hashed", r->worker_bytes_hashed},
                               {"seconds", r->seconds}}
                    .dump()
             << "\n";

@@ -2,6 +2,10 @@
 // worker; the worker runs serve_receive() inside the `sparkctl node stage-recv` verb.
 //
 // Protocol contract (wire.h has the message sequence; block_plan.h the pure core):
+//  - quick check (rsync's default): a final file at the destination whose size and mtime (nanoseconds)
+//    equal the source's is skipped without being read on either end; every landed file gets the source's
+//    mtime (futimens before the rename; in place for a file whose hashes proved it equal). hash_all turns
+//    the quick check off: then a corruption that kept size and mtime is found and repaired too;
 //  - files are split into fixed blocks (default 4 MiB); the receiver reports the xxhash64 of each block
 //    of <name>.sparkctl-partial when one exists, else of the final file; the sender sends only the
 //    blocks that differ (a cold file: all, hashed while read, so the source is read once);
@@ -49,6 +53,9 @@ struct PushOptions {
   std::function<bool()> receiver_gone;
   int io_timeout_s = 60;  // a receiver silent this long fails the push (retryable)
   std::function<void(std::uint64_t bytes_sent)> after_block;  // fault injection (tests); may be empty
+  // true: hash every block on both ends even where size and mtime match (`stage --hash`); false: such
+  // files are skipped unread (a corruption that kept both is then not seen).
+  bool hash_all = false;
 };
 
 struct PushReport {
@@ -56,7 +63,10 @@ struct PushReport {
   std::uint64_t bytes_total = 0;  // size of the whole tree
   std::uint64_t bytes_sent = 0;   // payload actually sent (delta)
   std::uint64_t blocks_sent = 0;
-  std::uint64_t blocks_skipped = 0;  // already identical at the destination
+  std::uint64_t blocks_skipped = 0;       // already identical at the destination
+  std::uint64_t files_skipped_quick = 0;  // size and mtime matched: skipped, read on neither end
+  std::uint64_t bytes_hashed = 0;         // source bytes the head read to find the differing blocks
+  std::uint64_t worker_bytes_hashed = 0;  // destination bytes the worker read for the same
   double seconds = 0;
 };
 

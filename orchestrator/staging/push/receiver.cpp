@@ -10,6 +10,10 @@
 //    (sync_file_range WRITE), so the final fsync finds little left to do;
 //  - a file whose last block has landed is finished (ftruncate, fsync, rename, directory fsync) by a
 //    finisher thread while the other files keep arriving. The rename still follows the fsync.
+//
+// Quick check: a final file whose size and mtime equal the manifest's is not hashed (its `have` is
+// empty, `same` true) and not touched. Every file this session writes gets the source's mtime before its
+// rename; a final file the hashes prove equal gets it in place, so the next session skips it unread.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -48,8 +52,11 @@ struct RFile {
   std::string rel, final_path, partial_path;
   std::uint64_t size = 0;
   std::uint64_t blocks = 0;
+  std::int64_t mtime_ns = -1;  // the source's mtime (nanoseconds); -1 = not sent: left as written
+  bool same = false;           // quick check passed: final file of equal size and mtime, not read
   Base base = Base::none;
   std::uint64_t partial_bytes = 0;
+  std::uint64_t final_bytes = 0;  // size of the final file found (base final_file)
   std::vector<std::uint64_t> have, want;
   std::vector<std::uint8_t> need;  // 1 = block still to receive, 2 = being written, 0 = written
   std::uint64_t remaining = 0;     // blocks with need != 0; the file is finished when it reaches 0
@@ -89,6 +96,7 @@ struct Session {
   std::vector<RFile> files;
   std::mutex mu;  // guards need/want/remaining/finished, the counters, the finisher queue
   std::uint64_t bytes_received = 0, bytes_direct = 0, rejected = 0;
+  std::uint64_t bytes_hashed = 0;  // destination bytes read_manifest hashed
   std::optional<Error> fatal;
   bool drop_created = false;  // remove partials this session created (disk full)
   std::vector<int> data_fds;  // shut down when one stream fails fatally
@@ -148,8 +156,17 @@ Result<Conn> accept_hello(int lfd, const ReceiveOptions& opt, const std::string&
   }
 }
 
+std::int64_t mtime_ns_of(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+timespec to_timespec(std::int64_t ns) {
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
 Status read_manifest(Session& s, const json& m) {
   s.block_bytes = m.value("block_bytes", std::uint64_t{0});
+  const bool quick = m.value("quick_check", false);
   if (s.block_bytes < 4096 || s.block_bytes > (256ull << 20))
     return make_error("block size " + std::to_string(s.block_bytes) + " out of range",
                       "use 4 KiB .. 256 MiB blocks");
@@ -158,6 +175,10 @@ Status read_manifest(Session& s, const json& m) {
     RFile r;
     r.rel = f.at("path").get<std::string>();
     r.size = f.at("size").get<std::uint64_t>();
+    r.mtime_ns = f.value("mtime_ns", std::int64_t{-1});
+    if (r.mtime_ns < -1)
+      return make_error("mtime_ns " + std::to_string(r.mtime_ns) + " of '" + r.rel + "' is before 1970",
+                        "fix the source file's mtime (touch it) and stage again");
     if (!seen.insert(r.rel).second) return make_error("path '" + r.rel + "' listed twice", "fix the sender");
     SPK_ASSIGN(r.final_path, safe_join(s.opt.root, r.rel));
     r.partial_path = r.final_path + ".sparkctl-partial";
@@ -171,14 +192,21 @@ Status read_manifest(Session& s, const json& m) {
         return make_error("refused path '" + r.rel + "': " + r.final_path + " exists and is not a file",
                           "remove it on the worker");
       r.base = Base::final_file;
+      r.final_bytes = static_cast<std::uint64_t>(st.st_size);
+      r.same = quick && r.mtime_ns >= 0 && static_cast<std::uint64_t>(st.st_size) == r.size &&
+               mtime_ns_of(st) == r.mtime_ns;
     }
     s.files.push_back(std::move(r));
   }
   std::vector<std::string> paths;
-  for (const RFile& r : s.files)
-    paths.push_back(r.base == Base::partial      ? r.partial_path
-                    : r.base == Base::final_file ? r.final_path
-                                                 : "");
+  for (const RFile& r : s.files) {
+    paths.push_back(r.base == Base::partial                 ? r.partial_path
+                    : r.base == Base::final_file && !r.same ? r.final_path
+                                                            : "");
+    struct stat st {};
+    if (!paths.back().empty() && ::stat(paths.back().c_str(), &st) == 0)
+      s.bytes_hashed += static_cast<std::uint64_t>(st.st_size);
+  }
   SPK_ASSIGN(auto have, block_hashes_many(paths, s.block_bytes, 2));
   for (std::size_t i = 0; i < s.files.size(); ++i) {
     s.files[i].have = std::move(have[i]);
@@ -242,8 +270,17 @@ Status copy_kept_blocks(Session& s, RFile& r) {
 
 // A complete partial becomes the final file: size, fsync, then (only then) the rename and the
 // directory's fsync. The page cache it used is dropped: the bytes are on disk.
+// The source's mtime is set after the last write and the truncate (both move it) and before the fsync.
 Status finish_file(RFile& r) {
-  if (::ftruncate(r.fd, static_cast<off_t>(r.size)) != 0 || ::fsync(r.fd) != 0)
+  if (::ftruncate(r.fd, static_cast<off_t>(r.size)) != 0)
+    return make_error("truncate " + r.partial_path + ": " + std::strerror(errno), "check the disk");
+  if (r.mtime_ns >= 0) {
+    const timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(r.mtime_ns)};
+    if (::futimens(r.fd, ts) != 0)
+      return make_error("set the mtime of " + r.partial_path + ": " + std::strerror(errno),
+                        "check that stage-recv owns its cache dir");
+  }
+  if (::fsync(r.fd) != 0)
     return make_error("fsync " + r.partial_path + ": " + std::strerror(errno), "check the disk");
   ::posix_fadvise(r.fd, 0, 0, POSIX_FADV_DONTNEED);
   if (r.dfd >= 0) ::close(r.dfd);
@@ -292,7 +329,19 @@ Status apply_plan(Session& s, const json& p) {
       r.need[b] = 1;
     }
     bool sends = std::find(r.need.begin(), r.need.end(), 1) != r.need.end();
-    r.work = sends || r.base == Base::partial || r.base == Base::none;
+    // A final file longer than the source with the source's bytes as its prefix sends nothing but
+    // is still rewritten (truncated).
+    r.work = sends || r.base == Base::partial || r.base == Base::none ||
+             (r.base == Base::final_file && r.final_bytes != r.size);
+    if (r.same && sends)
+      return make_error("plan sends blocks of " + r.rel + ", which matched by size and mtime",
+                        "fix the sender");
+    // Equal by hash but not by mtime (changed mtime, or written before mtimes were kept): the source's
+    // mtime in place, so the next session's quick check skips it. A failure only costs that skip.
+    if (!r.work && !r.same && r.mtime_ns >= 0) {
+      const timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(r.mtime_ns)};
+      (void)::utimensat(AT_FDCWD, r.final_path.c_str(), ts, AT_SYMLINK_NOFOLLOW);
+    }
     if (r.work && r.want.empty()) r.want.assign(r.blocks, 0);  // cold: filled from block headers
     if (r.work) needed += r.size - (r.base == Base::partial ? std::min(r.partial_bytes, r.size) : 0);
   }
@@ -421,8 +470,8 @@ Result<ReceiveReport> run_session(Session& s, int lfd) {
   SPK_ASSIGN(json manifest, ctl.recv_json("manifest"));
   if (Status st = read_manifest(s, manifest); !st.ok()) return refuse(st.error());
   json have = json::array();
-  for (const RFile& r : s.files) have.push_back({{"have", r.have}});
-  SPK_TRY(ctl.send_json({{"type", "have"}, {"files", have}}));
+  for (const RFile& r : s.files) have.push_back({{"have", r.have}, {"same", r.same}});
+  SPK_TRY(ctl.send_json({{"type", "have"}, {"bytes_hashed", s.bytes_hashed}, {"files", have}}));
   SPK_ASSIGN(json plan, ctl.recv_json("plan"));
   if (Status st = apply_plan(s, plan); !st.ok()) {
     s.drop_created = is_disk_full(st.error());

@@ -1,9 +1,11 @@
 // push_tree: the head half of the push (contract in push.h, messages in wire.h). The blocks to send form
 // one queue drained by `streams` threads, each with its own connection and one block-sized buffer:
 // pread (page cache) -> xxh64 (~10 GB/s) -> send. A cold file is hashed while it is sent, so the
-// source is read once; a file the worker already holds is hashed first to find the blocks that differ.
+// source is read once; a file the worker already holds is hashed first to find the blocks that differ,
+// unless its size and mtime match (quick check): then it is not read at all.
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -33,6 +35,7 @@ namespace fs = std::filesystem;
 struct SFile {
   std::string rel, path;
   std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;  // st_mtim in nanoseconds: the quick check, and the destination's mtime
   int fd = -1;
 };
 
@@ -60,7 +63,14 @@ Result<std::vector<SFile>> list_files(const PushOptions& opt) {
     f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0)
       return make_error("cannot open " + f.path + ": " + std::strerror(errno), "check the model dir");
-    f.size = static_cast<std::uint64_t>(::lseek(f.fd, 0, SEEK_END));
+    struct stat st {};
+    if (::fstat(f.fd, &st) != 0) {
+      std::string why = std::strerror(errno);
+      ::close(f.fd);
+      return make_error("cannot stat " + f.path + ": " + why, "check the model dir");
+    }
+    f.size = static_cast<std::uint64_t>(st.st_size);
+    f.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     out.push_back(std::move(f));
   }
   return out;
@@ -207,27 +217,39 @@ Result<PushReport> push(const PushOptions& opt, std::vector<SFile>& files) {
   json mf = json::array();
   PushReport rep;
   for (const auto& f : files) {
-    mf.push_back({{"path", f.rel}, {"size", f.size}});
+    mf.push_back({{"path", f.rel}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
     rep.bytes_total += f.size;
   }
   rep.files = files.size();
-  SPK_TRY(ctl.send_json({{"type", "manifest"}, {"block_bytes", bb}, {"files", mf}}));
+  SPK_TRY(ctl.send_json(
+      {{"type", "manifest"}, {"block_bytes", bb}, {"quick_check", !opt.hash_all}, {"files", mf}}));
   SPK_ASSIGN(json have, ctl.recv_json("have"));
   if (have.at("files").size() != files.size())
     return make_error(ctl.peer() + " answered for a different file list", "rerun");
+  rep.worker_bytes_hashed = have.value("bytes_hashed", std::uint64_t{0});
 
   std::vector<Item> queue;
   json plan = json::array();
   std::uint64_t total = 0;
   std::vector<std::string> to_hash(files.size());  // only files the worker holds something of
+  auto same = [&](std::uint32_t i) { return have["files"][i].value("same", false); };
   for (std::uint32_t i = 0; i < files.size(); ++i)
-    if (!have["files"][i].at("have").empty()) to_hash[i] = files[i].path;
+    if (!same(i) && !have["files"][i].at("have").empty()) {
+      to_hash[i] = files[i].path;
+      rep.bytes_hashed += files[i].size;
+    }
   SPK_ASSIGN(auto wants, block_hashes_many(to_hash, bb, std::max(2, opt.streams)));
   for (std::uint32_t i = 0; i < files.size(); ++i) {
     auto h = have["files"][i].at("have").get<std::vector<std::uint64_t>>();
     std::uint64_t nblocks = (files[i].size + bb - 1) / bb;
     std::vector<std::uint64_t> want, send;
-    if (h.empty()) {
+    if (same(i)) {
+      if (opt.hash_all)
+        return make_error(
+            ctl.peer() + " skipped " + files[i].rel + " by size and mtime although asked to hash it",
+            "update sparkctl on that node");
+      ++rep.files_skipped_quick;  // nothing to send or hash
+    } else if (h.empty()) {
       for (std::uint64_t b = 0; b < nblocks; ++b) send.push_back(b);
     } else {
       want = std::move(wants[i]);

@@ -4,8 +4,9 @@
 //
 // Session (one control connection, then N data connections, all opening with hello{token, role},
 // answered welcome{} or error{}):
-//   sender -> manifest{block_bytes, files:[{path,size}]}
-//   receiver -> have{files:[{have:[xxh64...]}]}        (hashes of the partial or final file it holds)
+//   sender -> manifest{block_bytes, quick_check, files:[{path,size,mtime_ns}]}
+//   receiver -> have{bytes_hashed, files:[{have:[xxh64...], same}]}  (hashes of the partial or final
+//               file it holds; same = quick check passed: final file of equal size and mtime, not read)
 //   sender -> plan{files:[{want:[xxh64...], send:[block...]}]}   (want empty = cold: hash per block)
 //   receiver -> ready{}  or error{message, fix}        (disk preflight happens here, before any byte)
 //   data conns: block{file, block, hash, payload}..., end -> receiver answers ack{}
