@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -150,13 +151,35 @@ PushOptions push_opts(const fs::path& src, int port, int streams = 3) {
 }
 
 // One full session; returns the sender's report (or fails the test).
-PushReport push_ok(const fs::path& src, const fs::path& dst) {
+PushReport push_ok(const fs::path& src, const fs::path& dst, bool hash_all = false) {
   auto rcv = start_receiver(dst);
-  auto rep = push_tree(push_opts(src, rcv->port));
+  auto o = push_opts(src, rcv->port);
+  o.hash_all = hash_all;
+  auto rep = push_tree(o);
   EXPECT_TRUE(rep.ok()) << (rep.ok() ? "" : rep.error().what());
   auto [code, body] = rcv->wait();
   EXPECT_EQ(code, 0) << body.dump();
   return rep.ok() ? *rep : PushReport{};
+}
+
+std::int64_t mtime_ns(const fs::path& f) {
+  struct stat st {};
+  EXPECT_EQ(::stat(f.c_str(), &st), 0) << f;
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+void set_mtime_ns(const fs::path& f, std::int64_t ns) {
+  const timespec ts[2] = {{0, UTIME_OMIT}, {ns / 1'000'000'000, ns % 1'000'000'000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), ts, 0), 0) << f;
+}
+// Every file of `dst` has the mtime of the same file under `src`.
+::testing::AssertionResult same_mtimes(const fs::path& src, const fs::path& dst) {
+  for (const auto& e : fs::recursive_directory_iterator(src))
+    if (e.is_regular_file()) {
+      const fs::path d = dst / fs::relative(e.path(), src);
+      if (mtime_ns(e.path()) != mtime_ns(d))
+        return ::testing::AssertionFailure() << d << " mtime " << mtime_ns(d) << " != " << mtime_ns(e.path());
+    }
+  return ::testing::AssertionSuccess();
 }
 
 bool no_partials(const fs::path& d) {
@@ -253,6 +276,97 @@ TEST(Push, CorruptBlockAtDestinationIsRepaired) {
   ASSERT_NE(tree(src.p), tree(dst.p));
   auto rep = push_ok(src.p, dst.p);
   EXPECT_EQ(rep.bytes_sent, kBlock);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+}
+
+// Quick check: files whose size and mtime match are read on neither end.
+TEST(Push, UnchangedRePushReadsNoFileContent) {
+  TempDir src, dst;
+  make_tree(src.p);
+  push_ok(src.p, dst.p);
+  EXPECT_TRUE(same_mtimes(src.p, dst.p));  // every landed file carries the source's mtime
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.files_skipped_quick, 5u);
+  EXPECT_EQ(rep.bytes_hashed, 0u);
+  EXPECT_EQ(rep.worker_bytes_hashed, 0u);
+  EXPECT_EQ(rep.bytes_sent, 0u);
+  EXPECT_EQ(rep.blocks_sent, 0u);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+}
+
+// A new mtime on the same bytes: hashed on both ends, nothing sent, and the destination takes the new
+// mtime so the next push skips it unread.
+TEST(Push, NewMtimeSameContentIsHashedAndSendsNothing) {
+  TempDir src, dst;
+  make_tree(src.p);
+  push_ok(src.p, dst.p);
+  const fs::path shard = src.p / "model-00001-of-00002.safetensors";
+  set_mtime_ns(shard, mtime_ns(shard) - 86'400'000'000'123);  // a day and 123 ns earlier
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.files_skipped_quick, 4u);
+  EXPECT_EQ(rep.bytes_hashed, fs::file_size(shard));
+  EXPECT_EQ(rep.worker_bytes_hashed, fs::file_size(shard));
+  EXPECT_EQ(rep.blocks_sent, 0u);
+  EXPECT_EQ(rep.bytes_sent, 0u);
+  EXPECT_TRUE(same_mtimes(src.p, dst.p));
+  rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.files_skipped_quick, 5u);
+  EXPECT_EQ(rep.bytes_hashed + rep.worker_bytes_hashed, 0u);
+}
+
+// Changed in place, same size, new mtime: hashed, and only the changed block moves.
+TEST(Push, SameSizeNewMtimeSendsOnlyTheChangedBlocks) {
+  TempDir src, dst;
+  make_tree(src.p);
+  push_ok(src.p, dst.p);
+  const fs::path shard = src.p / "model-00001-of-00002.safetensors";
+  const std::int64_t before = mtime_ns(shard);
+  std::string data = slurp(shard);
+  data[5 * kBlock + 9] ^= 0x42;
+  write(shard, data);
+  set_mtime_ns(shard, before + 1'000'000'007);  // a distinct mtime whatever the clock's granularity
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.files_skipped_quick, 4u);
+  EXPECT_EQ(rep.blocks_sent, 1u);
+  EXPECT_EQ(rep.bytes_sent, kBlock);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+  EXPECT_TRUE(same_mtimes(src.p, dst.p));
+}
+
+// A corruption that keeps size and mtime is invisible to the quick check; hash_all finds and repairs it.
+TEST(Push, HashAllRepairsACorruptionThatKeptSizeAndMtime) {
+  TempDir src, dst;
+  make_tree(src.p);
+  push_ok(src.p, dst.p);
+  const fs::path bad = dst.p / "sub/dir/extra.bin";
+  const std::int64_t t = mtime_ns(bad);
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kBlock + 17);
+    f.put('\x7f');
+  }
+  set_mtime_ns(bad, t);
+  ASSERT_NE(tree(src.p), tree(dst.p));
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.files_skipped_quick, 5u);
+  EXPECT_EQ(rep.bytes_sent, 0u);
+  EXPECT_NE(tree(src.p), tree(dst.p));  // the documented limit of the quick check
+  rep = push_ok(src.p, dst.p, /*hash_all=*/true);
+  EXPECT_EQ(rep.files_skipped_quick, 0u);
+  EXPECT_EQ(rep.bytes_hashed, rep.bytes_total);
+  EXPECT_EQ(rep.blocks_sent, 1u);
+  EXPECT_EQ(rep.bytes_sent, kBlock);
+  EXPECT_EQ(tree(src.p), tree(dst.p));
+  EXPECT_TRUE(same_mtimes(src.p, dst.p));
+}
+
+// A final file longer than the source whose first bytes are the source's: truncated, not kept.
+TEST(Push, LongerFileWithTheSourceAsPrefixIsTruncated) {
+  TempDir src, dst;
+  write(src.p / "f", random_bytes(2 * kBlock, 4));
+  write(dst.p / "f", slurp(src.p / "f") + "tail");
+  auto rep = push_ok(src.p, dst.p);
+  EXPECT_EQ(rep.bytes_sent, 0u);
   EXPECT_EQ(tree(src.p), tree(dst.p));
 }
 

@@ -2,8 +2,12 @@
 // harness), so `node stage-recv` starts on each worker through SshExec and the head pushes to 127.0.0.x.
 // Cold push -> byte-identical trees, --verify complete everywhere; a few changed blocks of one shard ->
 // only those blocks move; a corrupted block on one worker -> --verify --hash names it and the next
-// stage sends that block alone. ~30 MiB of weights in 4 MiB blocks: a few seconds.
+// stage sends that block alone; an unchanged re-stage reads no file (size and mtime match); a corruption
+// that kept size and mtime is repaired by `stage --hash` only. ~30 MiB of weights in 4 MiB blocks: a few
+// seconds.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -121,8 +125,9 @@ TEST(StageSsh, PushesToSshWorkersMovesOnlyChangedBlocksAndRepairsCorruption) {
   const fs::path head = dir + "/head" + sub;
   const fs::path w2 = cl.node(0).root + "/cache" + sub, w3 = cl.node(1).root + "/cache" + sub;
   write_model(head);
-  std::uint64_t total = 0, blocks = 0;
+  std::uint64_t total = 0, blocks = 0, nfiles = 0;
   for (const auto& e : fs::directory_iterator(head)) {
+    ++nfiles;
     total += e.file_size();
     blocks += std::max<std::uint64_t>(1, (e.file_size() + kBlock - 1) / kBlock);
   }
@@ -176,8 +181,9 @@ TEST(StageSsh, PushesToSshWorkersMovesOnlyChangedBlocksAndRepairsCorruption) {
   EXPECT_TRUE(same_tree(head, w2));
   EXPECT_TRUE(same_tree(head, w3));
 
-  // A flipped byte in block 1 of w3's shard 1 (same size): --verify alone (sizes) cannot see it,
-  // --verify --hash names the file on w3 only; the next stage resends that block to w3 alone.
+  // A flipped byte in block 1 of w3's shard 1 (same size, new mtime): --verify alone (sizes) cannot see
+  // it, --verify --hash names the file on w3 only; the next stage (mtime differs: hashed) resends that
+  // block to w3 alone.
   const fs::path w3s1 = w3 / shard_name(1);
   std::string old = slurp(w3s1).substr(kBlock + 4096, 1);
   overwrite(w3s1, kBlock + 4096, std::string(1, static_cast<char>(old[0] ^ 0x5a)));
@@ -194,6 +200,46 @@ TEST(StageSsh, PushesToSshWorkersMovesOnlyChangedBlocksAndRepairsCorruption) {
   EXPECT_EQ(n3->at("push").at("bytes_sent").get<std::uint64_t>(), kBlock) << n3->dump(2);
   EXPECT_EQ(n3->at("push").at("blocks_sent").get<std::uint64_t>(), 1u) << n3->dump(2);
   EXPECT_TRUE(same_tree(head, w3));
+  h = test::run_sparkctl(args + " --verify --hash", env);
+  EXPECT_EQ(h.code, 0) << h.out;
+
+  // Nothing changed: every file skipped by size and mtime, read on neither end.
+  rep = stage_json("", 0);
+  for (const char* w : {"w2", "w3"}) {
+    const json* n = node_of(rep, w);
+    ASSERT_NE(n, nullptr) << rep.dump(2);
+    const json& p = n->at("push");
+    EXPECT_EQ(p.at("files_skipped_quick").get<std::uint64_t>(), nfiles) << n->dump(2);
+    EXPECT_EQ(p.at("bytes_hashed").get<std::uint64_t>(), 0u) << n->dump(2);
+    EXPECT_EQ(p.at("worker_bytes_hashed").get<std::uint64_t>(), 0u) << n->dump(2);
+    EXPECT_EQ(p.at("bytes_sent").get<std::uint64_t>(), 0u) << n->dump(2);
+  }
+
+  // A flipped byte on w2 that keeps size and mtime: the quick check cannot see it; `stage --hash` hashes
+  // every block and resends that one.
+  const fs::path w2s3 = w2 / shard_name(3);
+  struct stat st {};
+  ASSERT_EQ(::stat(w2s3.c_str(), &st), 0);
+  old = slurp(w2s3).substr(2 * kBlock + 5, 1);
+  overwrite(w2s3, 2 * kBlock + 5, std::string(1, static_cast<char>(old[0] ^ 0x33)));
+  const timespec keep[2] = {{0, UTIME_OMIT}, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, w2s3.c_str(), keep, 0), 0);
+  rep = stage_json("", 0);
+  n2 = node_of(rep, "w2");
+  ASSERT_NE(n2, nullptr) << rep.dump(2);
+  EXPECT_EQ(n2->at("push").at("bytes_sent").get<std::uint64_t>(), 0u) << n2->dump(2);
+  EXPECT_FALSE(same_tree(head, w2));
+  rep = stage_json(" --hash", 0);
+  n2 = node_of(rep, "w2");
+  n3 = node_of(rep, "w3");
+  ASSERT_TRUE(n2 && n3) << rep.dump(2);
+  EXPECT_EQ(n2->at("push").at("files_skipped_quick").get<std::uint64_t>(), 0u) << n2->dump(2);
+  EXPECT_EQ(n2->at("push").at("bytes_hashed").get<std::uint64_t>(), total) << n2->dump(2);
+  EXPECT_EQ(n2->at("push").at("blocks_sent").get<std::uint64_t>(), 1u) << n2->dump(2);
+  EXPECT_EQ(n2->at("push").at("bytes_sent").get<std::uint64_t>(), fs::file_size(w2s3) - 2 * kBlock)
+      << n2->dump(2);
+  EXPECT_EQ(n3->at("push").at("bytes_sent").get<std::uint64_t>(), 0u) << n3->dump(2);
+  EXPECT_TRUE(same_tree(head, w2));
   h = test::run_sparkctl(args + " --verify --hash", env);
   EXPECT_EQ(h.code, 0) << h.out;
 }
