@@ -326,14 +326,15 @@ class CudaBackend final : public Backend {
     // Consecutive GEMMs on the same x (q/k/v, gate/up) share one fp32 -> bf16 staging pass: valid
     // while no other op ran in between (push() forgets it).
     const bool staged = staging_reuse_ && !gemv && staged_x_ == xp && staged_m_ == M && staged_k_ == k;
+    // (A fused GEMV never writes what its blocks read: y must not be the x it reads.)
     if (gemv && !grouping_off_ && gemv_.n > 0 && gemv_.n < kGemvMaxGroup && gemv_.joins == xp &&
-        gemv_.m == M && gemv_.k == k && !gemv_.f.accum && !gemv_.f.swiglu_out) {
+        gemv_.m == M && gemv_.k == k && !gemv_.f.accum && !gemv_.f.swiglu_out && yp != gemv_.x) {
       // The previous op is a GEMV on the same x (q then k then v; gate then up): one launch for all.
       gemv_.segs[gemv_.n++] = GemvSegment{wp, bp, yp, n};
       requeue_gemv();
       return ok_status();
     }
-    if (gemv && norm_.out == xp && norm_.rows == M && norm_.dim == k) {
+    if (gemv && norm_.out == xp && norm_.rows == M && norm_.dim == k && yp != norm_.x) {
       // The previous op is the rmsnorm that made x: the GEMV normalises on the fly (and still writes x).
       const NormOp nm = norm_;
       gemv_ = GemvOp{};
@@ -613,7 +614,7 @@ class CudaBackend final : public Backend {
     const float* wp = w.ptr<float>();
     float* op = out.ptr<float>();
     const int dim = static_cast<int>(w.numel()), rows = static_cast<int>(x.numel() / w.numel());
-    if (rp && norm_fuse_ && gemv_.n == 1 && gemv_.segs[0].y == xp && gemv_.segs[0].N == dim &&
+    if (rp && rp != xp && norm_fuse_ && gemv_.n == 1 && gemv_.segs[0].y == xp && gemv_.segs[0].N == dim &&
         gemv_.m == rows && gemv_.x != rp && !gemv_.f.norm_w && !gemv_.f.swiglu_out && !gemv_.f.accum) {
       // residual += x where x is the previous GEMV's output (o_proj, down_proj): that GEMV adds into the
       // residual itself, and what is left is rmsnorm(residual), which the next GEMV may absorb.
