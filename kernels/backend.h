@@ -165,6 +165,11 @@ class Backend {
   // Waits for queued work (no-op on CPU).
   virtual Status synchronize() { return ok_status(); }
 
+  // A hint between ops, no sync: what is queued so far may start on the device while the caller queues
+  // the rest of the step. The CUDA backend launches a step in a few chunks this way, so the host's work
+  // of building the step overlaps the GPU running its first part. No-op on CPU.
+  virtual Status submit() { return ok_status(); }
+
   // Runs `fn` in op order with this backend's stream (nullptr on CPU, a cudaStream_t on CUDA): the hook
   // through which a communicator's collectives join the op stream (and a CUDA graph when captured).
   // CPU runs it at once. `fingerprint` names every pointer and size `fn` uses, as for the ops.

@@ -39,6 +39,10 @@ constexpr size_t kArenaBytes = size_t{1} << 20;
 // 6.46 (the GEMV re-reads x per row group from L1 and falls to ~27 % of bandwidth at batch 8).
 constexpr int kDefaultGemvMaxBatch = 2;
 constexpr size_t kMaxQueuedUpload = size_t{64} << 10;
+// Backend::submit() launches what is queued once a step has this many ops (first chunk, then later ones):
+// about one layer, then about eight of an 8B model's.
+constexpr size_t kFirstChunkOps = 8;
+constexpr size_t kChunkOps = 64;
 
 int env_int(const char* name, int def, int lo, int hi) {
   const char* e = std::getenv(name);
@@ -218,6 +222,15 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
+  Status submit() override {
+    // The first chunk is small so the GPU starts early; later ones are larger (each graph launch and
+    // boundary costs a few microseconds, and no fusion spans one).
+    const size_t want = step_chunks_ == 0 ? kFirstChunkOps : kChunkOps;
+    if (!chunking_ || queue_.size() < want) return ok_status();
+    ++step_chunks_;
+    return flush();
+  }
+
   Status synchronize() override {
     SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -226,6 +239,7 @@ class CudaBackend final : public Backend {
 
   Status begin_step(const StepMeta& meta) override {
     step_t0_ = std::chrono::steady_clock::now();
+    step_chunks_ = 0;
     SPK_TRY(flush());
     if (arena_used_ > 0) {  // the queued uploads of earlier steps must have left the arena
       SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -711,6 +725,8 @@ class CudaBackend final : public Backend {
   // Its split-KV partials merged by the last split block (1) or by a second kernel (0).
   bool split_merge_ = env_int("SPARKCTL_SPLIT_MERGE", 1, 0, 1) == 1;
   int sm_count_ = 132;
+  bool chunking_ = env_int("SPARKCTL_STEP_CHUNKS", 1, 0, 1) == 1;  // honour submit() (else one launch a step)
+  int step_chunks_ = 0;
   // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
   std::chrono::steady_clock::time_point step_t0_{};
   bool stats_ = env_int("SPARKCTL_CUDA_STATS", 0, 0, 1) == 1;

@@ -5,7 +5,8 @@
 namespace spk::cuda {
 namespace {
 
-constexpr size_t kMaxGraphs = 256;  // one per decode batch size and buffer set; cleared when exceeded
+// One per step chunk (Backend::submit), decode batch size and buffer set; cleared when exceeded.
+constexpr size_t kMaxGraphs = 1024;
 constexpr size_t kMinOpsForGraph = 4;
 
 uint64_t hash_of(const std::vector<uint64_t>& v) {

@@ -34,6 +34,7 @@ class GraphQueue {
   // Replaces the last queued op (and its fingerprint): peephole fusion of an op with the one before it.
   void replace_last(Op op, const std::vector<uint64_t>& fingerprint);
   [[nodiscard]] bool empty() const { return ops_.empty(); }
+  [[nodiscard]] size_t size() const { return ops_.size(); }
   // Runs everything queued, in order, on `s` (graph replay when possible and `allow_graph`: large
   // prefill steps run eagerly, since their shapes rarely repeat and capture would only add latency).
   Status flush(cudaStream_t s, bool allow_graph = true);

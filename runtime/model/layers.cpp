@@ -48,6 +48,8 @@ Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_fre
   SPK_TRY(be.rope(a.q, a.k, inv_freq));
   SPK_TRY(be.kv_write(a.k, a.v, k_cache, v_cache));
   SPK_TRY(be.attention(a.q, k_cache, v_cache, params, a.attn));
+  // The ops so far may start (no fusion spans the attention -> o_proj boundary).
+  SPK_TRY(be.submit());
   return o_proj.forward(be, a.attn.reshape({n, int64_t{hq} * hd}), a.delta);
 }
 
