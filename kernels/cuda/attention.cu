@@ -25,6 +25,36 @@ constexpr int kWarps = 8;
 constexpr int kMaxElems = 8;  // head_dim <= 256
 constexpr int kUnroll = 4;    // keys in flight per warp: their loads are independent
 
+// The keys [first, last] that split `split` of `n_splits` takes for a token at `pos`: a contiguous share
+// of the visible ones (window <= 0: all of 0..pos). Empty (first > last) when the share runs out.
+struct KeyRange {
+  int first, last;
+};
+__device__ __forceinline__ KeyRange split_keys(int pos, int window, int split, int n_splits) {
+  const int visible_first = window > 0 ? max(0, pos - window + 1) : 0;
+  const int chunk = (pos - visible_first + n_splits) / n_splits;
+  const int first = visible_first + split * chunk;
+  return {first, min(pos, first + chunk - 1)};
+}
+
+// Element e of one (token, head)'s output from its splits' partials pp[s * (d + 2) + {0: M, 1: L, 2..: acc}]
+// (splits with L == 0 saw no key). Loads bypass L1: the partials may come from other blocks of this grid.
+__device__ float merge_splits(const float* pp, int n_splits, int d, int e) {
+  float M = -FLT_MAX;
+  for (int s = 0; s < n_splits; ++s)
+    if (__ldcg(pp + s * (d + 2) + 1) > 0.0f) M = fmaxf(M, __ldcg(pp + s * (d + 2)));
+  float L = 0.0f, v = 0.0f;
+  for (int s = 0; s < n_splits; ++s) {
+    const float l = __ldcg(pp + s * (d + 2) + 1);
+    if (l > 0.0f) {
+      const float c = __expf(__ldcg(pp + s * (d + 2)) - M);
+      L += l * c;
+      v += __ldcg(pp + s * (d + 2) + 2 + e) * c;
+    }
+  }
+  return v / L;
+}
+
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_kernel(const float* __restrict__ q, const bf16* __restrict__ k_cache,
                            const bf16* __restrict__ v_cache, const int32_t* __restrict__ table_offset,
@@ -36,12 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int split = blockIdx.z, n_splits = gridDim.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kvh = h / (hq / hk);
-  const int pos = positions[t];
-  const int visible_first = window > 0 ? max(0, pos - window + 1) : 0;
-  // Split-KV: this block takes the split-th contiguous share of the visible keys.
-  const int chunk = (pos - visible_first + n_splits) / n_splits;
-  const int first = visible_first + split * chunk;
-  const int last = min(pos, first + chunk - 1);
+  const auto [first, last] = split_keys(positions[t], window, split, n_splits);  // split-KV share
   const int32_t* table = block_tables + table_offset[t];
   const int E = (d + 31) / 32;
 
@@ -147,21 +172,8 @@ __global__ void combine_splits_kernel(const float* __restrict__ partial, int n_s
                                       float* __restrict__ out) {
   pdl_begin();
   const int64_t th = blockIdx.x;  // token * hq + head
-  const float* pp = partial + th * n_splits * (d + 2);
-  float M = -FLT_MAX;
-  for (int s = 0; s < n_splits; ++s)
-    if (pp[s * (d + 2) + 1] > 0.0f) M = fmaxf(M, pp[s * (d + 2)]);
-  float L = 0.0f;
-  for (int s = 0; s < n_splits; ++s) {
-    const float l = pp[s * (d + 2) + 1];
-    if (l > 0.0f) L += l * __expf(pp[s * (d + 2)] - M);
-  }
-  for (int e = threadIdx.x; e < d; e += blockDim.x) {
-    float v = 0.0f;
-    for (int s = 0; s < n_splits; ++s)
-      if (pp[s * (d + 2) + 1] > 0.0f) v += pp[s * (d + 2) + 2 + e] * __expf(pp[s * (d + 2)] - M);
-    out[th * d + e] = v / L;
-  }
+  for (int e = threadIdx.x; e < d; e += blockDim.x)
+    out[th * d + e] = merge_splits(partial + th * n_splits * (d + 2), n_splits, d, e);
 }
 
 // E bf16 values (a lane's share of one K or V row) as one load: 4, 8 or 16 bytes.
@@ -209,11 +221,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int split = blockIdx.z, n_splits = gridDim.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int group = hq / hk, h0 = kvh * group;
-  const int pos = positions[t];
-  const int visible_first = window > 0 ? max(0, pos - window + 1) : 0;
-  const int chunk = (pos - visible_first + n_splits) / n_splits;
-  const int first = visible_first + split * chunk;
-  const int last = min(pos, first + chunk - 1);
+  const auto [first, last] = split_keys(positions[t], window, split, n_splits);  // split-KV share
   const int32_t* table = block_tables + table_offset[t];
 
   float qr[G][E], acc[G][E], m[G], l[G];
@@ -336,22 +344,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (!merger) return;
   __threadfence();
   for (int idx = threadIdx.x; idx < group * D; idx += blockDim.x) {
-    const int g = idx / D, e = idx % D;
-    const int64_t th = static_cast<int64_t>(t) * hq + h0 + g;
-    const float* pp = partial + th * n_splits * (D + 2);
-    float M = -FLT_MAX;
-    for (int sp = 0; sp < n_splits; ++sp)
-      if (__ldcg(pp + sp * (D + 2) + 1) > 0.0f) M = fmaxf(M, __ldcg(pp + sp * (D + 2)));
-    float L = 0.0f, v = 0.0f;
-    for (int sp = 0; sp < n_splits; ++sp) {
-      const float l = __ldcg(pp + sp * (D + 2) + 1);
-      if (l > 0.0f) {
-        const float c = __expf(__ldcg(pp + sp * (D + 2)) - M);
-        L += l * c;
-        v += __ldcg(pp + sp * (D + 2) + 2 + e) * c;
-      }
-    }
-    out[th * D + e] = v / L;
+    const int64_t th = static_cast<int64_t>(t) * hq + h0 + idx / D;
+    out[th * D + idx % D] = merge_splits(partial + th * n_splits * (D + 2), n_splits, D, idx % D);
   }
 }
 
