@@ -85,12 +85,12 @@ class CudaBackend final : public Backend {
         gemv_max_(env_int("SPARKCTL_GEMV_MAX_BATCH", kDefaultGemvMaxBatch, 0, kGemvMaxBatch)) {}
   ~CudaBackend() override {
     (void)flush();
-    if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1")
+    if (stats_)
       std::fprintf(stderr, "cuda backend: %llu eager flushes, %llu graph captures, %llu graph replays\n",
                    static_cast<unsigned long long>(queue_.stats().eager_flushes),
                    static_cast<unsigned long long>(queue_.stats().captures),
                    static_cast<unsigned long long>(queue_.stats().replays));
-    if (const char* e = std::getenv("SPARKCTL_CUDA_STATS"); e && std::string(e) == "1" && !host_us_.empty()) {
+    if (stats_ && !host_us_.empty()) {
       auto median = [](std::vector<double> v) {
         std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
         return v[v.size() / 2];
@@ -351,9 +351,7 @@ class CudaBackend final : public Backend {
     if (gemv && norm_.out == xp && norm_.rows == M && norm_.dim == k && yp != norm_.x) {
       // The previous op is the rmsnorm that made x: the GEMV normalises on the fly (and still writes x).
       const NormOp nm = norm_;
-      gemv_ = GemvOp{};
-      gemv_.segs[0] = GemvSegment{wp, bp, yp, n};
-      gemv_.n = 1, gemv_.m = M, gemv_.k = k, gemv_.x = nm.x, gemv_.joins = xp;
+      gemv_ = GemvOp::single(GemvSegment{wp, bp, yp, n}, M, k, nm.x, xp);
       gemv_.f.norm_w = nm.w, gemv_.f.norm_eps = nm.eps, gemv_.f.norm_out = nm.out;
       norm_ = NormOp{};
       requeue_gemv();
@@ -368,9 +366,7 @@ class CudaBackend final : public Backend {
          u(int64_t(staged)), gen_});
     if (!gemv) staged_x_ = xp, staged_m_ = M, staged_k_ = k;
     if (gemv) {
-      gemv_ = GemvOp{};
-      gemv_.segs[0] = GemvSegment{wp, bp, yp, n};
-      gemv_.n = 1, gemv_.m = M, gemv_.k = k, gemv_.x = xp, gemv_.joins = xp;
+      gemv_ = GemvOp::single(GemvSegment{wp, bp, yp, n}, M, k, xp, xp);
     }
     return ok_status();
   }
@@ -704,6 +700,12 @@ class CudaBackend final : public Backend {
     const float* x = nullptr;      // what the kernel reads (the un-normalised x when f.norm_w is set)
     const float* joins = nullptr;  // the x of the linears that may join: x, or f.norm_out
     GemvFusion f;
+    static GemvOp single(GemvSegment seg, int m, int k, const float* x, const float* joins) {
+      GemvOp g;
+      g.segs[0] = seg;
+      g.n = 1, g.m = m, g.k = k, g.x = x, g.joins = joins;
+      return g;
+    }
   } gemv_;
   // The last queued op when it is an rmsnorm without residual (out == nullptr: it is not), which a GEMV
   // reading its output absorbs.
@@ -729,7 +731,10 @@ class CudaBackend final : public Backend {
   int step_chunks_ = 0;
   // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
   std::chrono::steady_clock::time_point step_t0_{};
-  bool stats_ = env_int("SPARKCTL_CUDA_STATS", 0, 0, 1) == 1;
+  bool stats_ = [] {
+    const char* e = std::getenv("SPARKCTL_CUDA_STATS");
+    return e && std::string(e) == "1";
+  }();
   std::vector<double> host_us_, device_us_;
   struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
     float* q = nullptr;
