@@ -45,6 +45,21 @@ std::string slurp(const fs::path& f) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// A two-node cluster of local nodes (head, worker w1 with `w1_extra` appended to its entry) in
+// <dir>/two.yaml and lane-demo as a two-node lane in <dir>/lane-two.yaml; returns the arguments
+// "--cluster <two.yaml> stage <lane-two.yaml>".
+std::string two_node_stage_args(const fs::path& dir, const std::string& w1_extra) {
+  std::ofstream(dir / "two.yaml") << "name: two\nnodes:\n"
+                                  << "  - {name: head, role: head, local: true, cache_dir: "
+                                  << (dir / "head").string() << "}\n"
+                                  << "  - {name: w1, role: worker, local: true, cache_dir: "
+                                  << (dir / "w1").string() << w1_extra << "}\n";
+  std::string lane = slurp(std::string(SPARKCTL_SOURCE_DIR) + "/recipes/lane-demo.yaml");
+  lane.replace(lane.find("name: lane-demo"), 15, "name: lane-two\nnodes: 2\ntensor_parallel: 2");
+  std::ofstream(dir / "lane-two.yaml") << lane;
+  return "--cluster " + (dir / "two.yaml").string() + " stage " + (dir / "lane-two.yaml").string();
+}
+
 }  // namespace
 
 TEST(StageCli, LocalClusterVerifiesAndSynthesizes) {
@@ -68,17 +83,9 @@ TEST(StageCli, LocalClusterVerifiesAndSynthesizes) {
 TEST(StageCli, TwoNodesPushVerifyRepair) {
   TempDir t;
   const std::string env = "SPARKCTL_STATE_DIR=" + t.p.string() + " ";
-  std::ofstream(t.p / "two.yaml") << "name: two\nnodes:\n"
-                                  << "  - {name: head, role: head, local: true, cache_dir: "
-                                  << (t.p / "head").string() << "}\n"
-                                  << "  - {name: w1, role: worker, local: true, cache_dir: "
-                                  << (t.p / "w1").string()
-                                  << ", ssh: {host: localhost}}\n";  // a name: stage-recv binds 0.0.0.0
-  std::string lane = slurp(std::string(SPARKCTL_SOURCE_DIR) + "/recipes/lane-demo.yaml");
-  lane.replace(lane.find("name: lane-demo"), 15, "name: lane-two\nnodes: 2\ntensor_parallel: 2");
-  std::ofstream(t.p / "lane-two.yaml") << lane;
-  const std::string args = "--cluster " + (t.p / "two.yaml").string() + " stage " +
-                           (t.p / "lane-two.yaml").string() + " --port " + std::to_string(free_port());
+  // w1 reached by a name: stage-recv binds 0.0.0.0
+  const std::string args =
+      two_node_stage_args(t.p, ", ssh: {host: localhost}") + " --port " + std::to_string(free_port());
   auto r = run_sparkctl(args, env);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("w1: complete"), std::string::npos) << r.out;
@@ -108,14 +115,7 @@ TEST(StageCli, TwoNodesPushVerifyRepair) {
 TEST(StageCli, TakenPortFailsFastNamingIt) {
   TempDir t;
   const std::string env = "SPARKCTL_STATE_DIR=" + t.p.string() + " ";
-  std::ofstream(t.p / "two.yaml") << "name: two\nnodes:\n"
-                                  << "  - {name: head, role: head, local: true, cache_dir: "
-                                  << (t.p / "head").string() << "}\n"
-                                  << "  - {name: w1, role: worker, local: true, cache_dir: "
-                                  << (t.p / "w1").string() << "}\n";
-  std::string lane = slurp(std::string(SPARKCTL_SOURCE_DIR) + "/recipes/lane-demo.yaml");
-  lane.replace(lane.find("name: lane-demo"), 15, "name: lane-two\nnodes: 2\ntensor_parallel: 2");
-  std::ofstream(t.p / "lane-two.yaml") << lane;
+  const std::string args = two_node_stage_args(t.p, "");
   int blocker = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -126,9 +126,7 @@ TEST(StageCli, TakenPortFailsFastNamingIt) {
   ::getsockname(blocker, reinterpret_cast<sockaddr*>(&a), &len);
   const std::string port = std::to_string(ntohs(a.sin_port));
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = run_sparkctl("--cluster " + (t.p / "two.yaml").string() + " stage " +
-                            (t.p / "lane-two.yaml").string() + " --port " + port,
-                        env);
+  auto r = run_sparkctl(args + " --port " + port, env);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ::close(blocker);
   EXPECT_EQ(r.code, 1) << r.out;
