@@ -25,8 +25,8 @@ static_assert(kMaxSampleCandidates == kMaxDeviceSampleCandidates, "sample.cu's w
 constexpr int kMaxGraphTokens = 512;
 // Split-KV. The per-head kernel: kSplits blocks per (token, head) for decode steps of up to
 // kMaxSplitTokens tokens (at batch 32+ the heads alone fill the SMs; measured: splitting there cost 25%).
-// The GQA-shared kernel has hq / hk times fewer blocks per token: it splits until the step has about two
-// blocks per SM, at most kMaxSharedSplits.
+// The GQA-shared kernel has hq / hk times fewer blocks per token: its grid has up to about two blocks per
+// SM, at most kMaxSharedSplits, of which a token uses as many as its context needs (32 keys a split).
 constexpr int kSplits = 8;
 constexpr int kMaxSplitTokens = 8;
 constexpr int kMaxSharedSplits = 16;
@@ -70,13 +70,6 @@ std::shared_ptr<void> device_alloc(size_t bytes, Status* st) {
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 }
 
-// A device int32 buffer that only grows (growth bumps the backend's generation).
-struct IntBuffer {
-  std::shared_ptr<void> mem;
-  size_t cap = 0;
-  int32_t* get() const { return static_cast<int32_t*>(mem.get()); }
-};
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend()
@@ -90,21 +83,27 @@ class CudaBackend final : public Backend {
                    static_cast<unsigned long long>(queue_.stats().eager_flushes),
                    static_cast<unsigned long long>(queue_.stats().captures),
                    static_cast<unsigned long long>(queue_.stats().replays));
+    auto median_of = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      return v[v.size() / 2];
+    };
     if (stats_ && !host_us_.empty()) {
-      auto median = [](std::vector<double> v) {
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        return v[v.size() / 2];
-      };
+      const auto& median = median_of;
       std::fprintf(stderr,
                    "cuda backend: %zu sampled steps, median: host %.1f us from begin_step to the launch, "
                    "%.1f us from the launch to the sampled ids\n",
                    host_us_.size(), median(host_us_), median(device_us_));
     }
+    if (stats_ && !gap_us_.empty())
+      std::fprintf(stderr,
+                   "cuda backend: median %.1f us from the sampled ids to the next step's first launch (%zu "
+                   "steps launched in chunks)\n",
+                   median_of(gap_us_), gap_us_.size());
     if (stream_) cudaStreamSynchronize(stream_);
     queue_.clear();
     gemm_.reset();
     loader_.reset();
-    if (staging_) cudaFreeHost(staging_);
+    if (meta_h_) cudaFreeHost(meta_h_);
     if (arena_) cudaFreeHost(arena_);
     if (sample_h_) cudaFreeHost(sample_h_);
     if (staged_) cudaEventDestroy(staged_);
@@ -225,8 +224,11 @@ class CudaBackend final : public Backend {
   Status submit() override {
     // The first chunk is small so the GPU starts early; later ones are larger (each graph launch and
     // boundary costs a few microseconds, and no fusion spans one).
-    const size_t want = step_chunks_ == 0 ? kFirstChunkOps : kChunkOps;
+    const size_t want = step_chunks_ == 0 ? first_chunk_ops_ : kChunkOps;
     if (!chunking_ || queue_.size() < want) return ok_status();
+    if (stats_ && step_chunks_ == 0 && sampled_at_.time_since_epoch().count() != 0)
+      gap_us_.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sampled_at_).count());
     ++step_chunks_;
     return flush();
   }
@@ -262,34 +264,20 @@ class CudaBackend final : public Backend {
     n_tiles_ = static_cast<int>(tiles.size() / 2);
     block_size_ = meta.block_size;
     n_tokens_ = static_cast<int>(n);
-    SPK_TRY(ensure(positions_, n));
-    SPK_TRY(ensure(slots_, n));
-    SPK_TRY(ensure(table_off_, n));
-    SPK_TRY(ensure(tables_, meta.block_tables.size()));
-    SPK_TRY(ensure(tiles_, tiles.size()));
-    // Stage the four arrays in pinned memory, then one async copy each (the previous step's copies
-    // must have left the staging buffer first).
-    const size_t words = 3 * n + meta.block_tables.size() + tiles.size();
+    // The arrays go to one device buffer by one copy from its pinned mirror (the previous step's copy
+    // must have left the mirror first).
+    SPK_TRY(ensure_meta(n, tiles.size(), meta.block_tables.size()));
     SPK_CUDA_CHECK(cudaEventSynchronize(staged_));
-    if (words > staging_words_) {
-      if (staging_) cudaFreeHost(staging_);
-      staging_ = nullptr;
-      staging_words_ = std::max(words, 2 * staging_words_);
-      SPK_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), staging_words_ * 4));
-    }
-    int32_t* p = staging_;
-    auto stage = [&](const int32_t* src, size_t count, IntBuffer& dst) -> Status {
-      if (count == 0) return ok_status();
-      std::memcpy(p, src, count * 4);
-      SPK_CUDA_CHECK(cudaMemcpyAsync(dst.get(), p, count * 4, cudaMemcpyHostToDevice, stream_));
-      p += count;
-      return ok_status();
+    auto stage = [&](const int32_t* src, size_t count, int32_t* dst) {
+      if (count > 0) std::memcpy(meta_h_ + (dst - meta_d_), src, count * 4);
     };
-    SPK_TRY(stage(meta.positions.data(), n, positions_));
-    SPK_TRY(stage(meta.slots.data(), n, slots_));
-    SPK_TRY(stage(table_off.data(), n, table_off_));
-    SPK_TRY(stage(meta.block_tables.data(), meta.block_tables.size(), tables_));
-    SPK_TRY(stage(tiles.data(), tiles.size(), tiles_));
+    stage(meta.positions.data(), n, positions_);
+    stage(meta.slots.data(), n, slots_);
+    stage(table_off.data(), n, table_off_);
+    stage(tiles.data(), tiles.size(), tiles_);
+    stage(meta.block_tables.data(), meta.block_tables.size(), tables_);
+    const size_t words = static_cast<size_t>(tables_ - meta_d_) + meta.block_tables.size();
+    SPK_CUDA_CHECK(cudaMemcpyAsync(meta_d_, meta_h_, words * 4, cudaMemcpyHostToDevice, stream_));
     SPK_CUDA_CHECK(cudaEventRecord(staged_, stream_));
     return ok_status();
   }
@@ -379,7 +367,7 @@ class CudaBackend final : public Backend {
     float* qp = q.ptr<float>();
     float* kp = k.ptr<float>();
     const float* fp = inv_freq.ptr<float>();
-    const int32_t* pos = positions_.get();
+    const int32_t* pos = positions_;
     const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
               d = static_cast<int>(q.dim(2));
     push(
@@ -399,12 +387,12 @@ class CudaBackend final : public Backend {
     const float* vp = v.ptr<float>();
     auto* kc = k_cache.ptr<bf16>();
     auto* vc = v_cache.ptr<bf16>();
-    const int32_t* sl = slots_.get();
+    const int32_t* sl = slots_;
     const int n = n_tokens_, hk = static_cast<int>(k.dim(1)), d = static_cast<int>(k.dim(2));
     if (rope_fuse_ && rope_.k == kp && rope_.hk == hk &&
         rope_.d == d) {  // the previous op roped this k: fuse
       const RopeOp r = rope_;
-      const int32_t* pos = positions_.get();
+      const int32_t* pos = positions_;
       queue_.replace_last(
           [=](cudaStream_t s) {
             return cuda::rope_and_cache(r.q, r.k, vp, pos, r.inv_freq, sl, n, r.hq, hk, d, kc, vc, s);
@@ -412,6 +400,7 @@ class CudaBackend final : public Backend {
           {45, u(r.q), u(kp), u(vp), u(pos), u(r.inv_freq), u(sl), u(int64_t(n)), u(int64_t(r.hq)),
            u(int64_t(hk)), u(int64_t(d)), u(kc), u(vc), gen_});
       rope_ = RopeOp{};
+      rope_cache_ = DecodeRope{r.q, r.k, vp, r.inv_freq, sl, kc, vc};
       return ok_status();
     }
     push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
@@ -429,9 +418,9 @@ class CudaBackend final : public Backend {
     const auto* kc = k_cache.ptr<bf16>();
     const auto* vc = v_cache.ptr<bf16>();
     float* op = out.ptr<float>();
-    const int32_t* to = table_off_.get();
-    const int32_t* pos = positions_.get();
-    const int32_t* tab = tables_.get();
+    const int32_t* to = table_off_;
+    const int32_t* pos = positions_;
+    const int32_t* tab = tables_;
     const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k_cache.dim(2)),
               d = static_cast<int>(q.dim(2)), bs = block_size_, win = params.sliding_window;
     const float scale = params.scale;
@@ -474,7 +463,42 @@ class CudaBackend final : public Backend {
     }
     float* part = static_cast<float*>(partial_.get());
     int* ctr = shared && split_merge_ ? static_cast<int*>(counters_.get()) : nullptr;
-    const auto* tl = reinterpret_cast<const int2*>(tiles_.get());
+    if (attn_rope_fuse_ && shared && !tiled && max_q_len_ == 1 && (splits == 1 || ctr) &&
+        rope_cache_.q == qp && rope_cache_.k_cache == kc && rope_cache_.v_cache == vc) {
+      // The previous op is the rope + cache write of this q at a decode step: the attention does it.
+      const DecodeRope r = rope_cache_;
+      queue_.replace_last(
+          [=](cudaStream_t s) {
+            return paged_attention_rope(r, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
+                                        ctr);
+          },
+          {46,
+           u(r.q),
+           u(r.k),
+           u(r.v),
+           u(r.inv_freq),
+           u(r.slots),
+           u(kc),
+           u(vc),
+           u(op),
+           u(to),
+           u(pos),
+           u(tab),
+           u(int64_t(n)),
+           u(int64_t(hq)),
+           u(int64_t(hk)),
+           u(int64_t(d)),
+           u(int64_t(bs)),
+           u(int64_t(win)),
+           scale_bits,
+           u(int64_t(splits)),
+           u(ctr),
+           u(part),
+           gen_});
+      rope_cache_ = DecodeRope{};
+      return ok_status();
+    }
+    const auto* tl = reinterpret_cast<const int2*>(tiles_);
     const int nt = n_tiles_;
     push(
         [=](cudaStream_t s) {
@@ -554,9 +578,6 @@ class CudaBackend final : public Backend {
       SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
       const size_t cap = std::max<size_t>(m, 64);
       const size_t bytes = cap * (sizeof(DeviceSampleRow) + sizeof(DeviceSampleOut));
-      Status st;
-      sample_d_ = device_alloc(bytes, &st);
-      SPK_TRY(st);
       if (sample_h_) cudaFreeHost(sample_h_);
       sample_h_ = nullptr;
       SPK_CUDA_CHECK(cudaMallocHost(&sample_h_, bytes));
@@ -564,25 +585,18 @@ class CudaBackend final : public Backend {
       ++gen_;
       queue_.clear();
     }
-    // Parameters and results live in pinned memory at fixed addresses: the copies are graph nodes.
+    // Parameters and results live in pinned host memory at fixed addresses, which the kernel reads and
+    // writes itself (unified addressing): the step's graph ends with it, no copy nodes around it.
     auto* ph = static_cast<DeviceSampleRow*>(sample_h_);
     auto* oh = reinterpret_cast<DeviceSampleOut*>(ph + sample_cap_);
-    auto* pd = static_cast<DeviceSampleRow*>(sample_d_.get());
-    auto* od = reinterpret_cast<DeviceSampleOut*>(pd + sample_cap_);
     for (int i = 0; i < m; ++i) {
       const SampleRow& r = rows[i];
       ph[i] = DeviceSampleRow{r.temperature,          r.top_k,       r.top_p, r.min_p, r.u,
                               r.want_logprob ? 1 : 0, r.host ? 1 : 0};
     }
     const float* lp = logits.ptr<float>();
-    push(
-        [=](cudaStream_t s) -> Status {
-          SPK_CUDA_CHECK(cudaMemcpyAsync(pd, ph, m * sizeof(DeviceSampleRow), cudaMemcpyHostToDevice, s));
-          SPK_TRY(sample_rows(lp, m, vocab, pd, od, s));
-          SPK_CUDA_CHECK(cudaMemcpyAsync(oh, od, m * sizeof(DeviceSampleOut), cudaMemcpyDeviceToHost, s));
-          return ok_status();
-        },
-        {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(pd), u(ph), gen_});
+    push([=](cudaStream_t s) { return sample_rows(lp, m, vocab, ph, oh, s); },
+         {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), gen_});
     const auto t1 = std::chrono::steady_clock::now();
     SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -590,6 +604,7 @@ class CudaBackend final : public Backend {
     if (stats_) {
       host_us_.push_back(std::chrono::duration<double, std::micro>(t1 - step_t0_).count());
       device_us_.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+      sampled_at_ = std::chrono::steady_clock::now();
     }
     for (int i = 0; i < m; ++i) out[i] = SampledToken{oh[i].id, oh[i].logprob, oh[i].host != 0};
     return ok_status();
@@ -602,6 +617,7 @@ class CudaBackend final : public Backend {
     gemv_.n = 0;
     norm_ = NormOp{};
     rope_ = RopeOp{};
+    rope_cache_ = DecodeRope{};
     queue_.push(std::move(op), fingerprint);
   }
 
@@ -611,6 +627,7 @@ class CudaBackend final : public Backend {
     gemv_.n = 0;
     norm_ = NormOp{};
     rope_ = RopeOp{};
+    rope_cache_ = DecodeRope{};
     if (loader_) SPK_TRY(loader_->wait());
     return queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
   }
@@ -661,14 +678,29 @@ class CudaBackend final : public Backend {
         [=](cudaStream_t s) { return gemv_bf16_fused(g.segs.data(), g.n, g.x, g.m, g.k, g.f, s); }, fp);
   }
 
-  Status ensure(IntBuffer& b, size_t n) {
-    if (n <= b.cap) return ok_status();
-    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const size_t cap = std::max<size_t>(n, std::max<size_t>(256, 2 * b.cap));
+  // Room for a step of n tokens, `tiles` tile words and `tables` block table entries in the metadata
+  // buffer (and its pinned mirror): [positions | slots | table offsets : capacity n each | tiles | tables].
+  Status ensure_meta(size_t n, size_t tiles, size_t tables) {
+    auto grow = [](size_t need, size_t cap) {  // multiples of 4 words keep every array 16-byte aligned
+      return need <= cap ? cap : (std::max(need, std::max<size_t>(256, 2 * cap)) + 3) / 4 * 4;
+    };
+    const size_t tok = grow(n, tok_cap_), ti = grow(tiles, tiles_cap_), ta = grow(tables, tables_cap_);
+    if (meta_ && tok == tok_cap_ && ti == tiles_cap_ && ta == tables_cap_) return ok_status();
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still read the old arrays
+    const size_t words = 3 * tok + ti + ta;
     Status st;
-    b.mem = device_alloc(cap * 4, &st);
+    meta_ = device_alloc(words * 4, &st);
     SPK_TRY(st);
-    b.cap = cap;
+    if (meta_h_) cudaFreeHost(meta_h_);
+    meta_h_ = nullptr;
+    SPK_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&meta_h_), words * 4));
+    tok_cap_ = tok, tiles_cap_ = ti, tables_cap_ = ta;
+    meta_d_ = static_cast<int32_t*>(meta_.get());
+    positions_ = meta_d_;
+    slots_ = positions_ + tok;
+    table_off_ = slots_ + tok;
+    tiles_ = table_off_ + tok;
+    tables_ = tiles_ + ti;
     ++gen_;
     queue_.clear();
     return ok_status();
@@ -729,38 +761,48 @@ class CudaBackend final : public Backend {
   int sm_count_ = 132;
   bool chunking_ = env_int("SPARKCTL_STEP_CHUNKS", 1, 0, 1) == 1;  // honour submit() (else one launch a step)
   int step_chunks_ = 0;
+  size_t first_chunk_ops_ =
+      static_cast<size_t>(env_int("SPARKCTL_FIRST_CHUNK_OPS", kFirstChunkOps, 1, 1 << 20));
   // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
   std::chrono::steady_clock::time_point step_t0_{};
   bool stats_ = [] {
     const char* e = std::getenv("SPARKCTL_CUDA_STATS");
     return e && std::string(e) == "1";
   }();
-  std::vector<double> host_us_, device_us_;
+  std::vector<double> host_us_, device_us_, gap_us_;
+  std::chrono::steady_clock::time_point sampled_at_{};  // when the last sampled ids reached the host
   struct RopeOp {  // the last queued op when it is a rope (k == nullptr: it is not)
     float* q = nullptr;
     float* k = nullptr;
     const float* inv_freq = nullptr;
     int hq = 0, hk = 0, d = 0;
   } rope_;
+  // The last queued op when it is a rope + cache write (q == nullptr: it is not), which a decode step's
+  // attention on that q absorbs (SPARKCTL_ATTN_ROPE_FUSE=0: it stays its own kernel).
+  DecodeRope rope_cache_;
+  bool attn_rope_fuse_ = env_int("SPARKCTL_ATTN_ROPE_FUSE", 1, 0, 1) == 1;
   std::unique_ptr<WeightLoader> loader_;
   void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
   std::shared_ptr<void> arena_d_;  // its device mirror
   size_t arena_used_ = 0;
-  std::shared_ptr<void> sample_d_;  // [cap] DeviceSampleRow + [cap] DeviceSampleOut
-  void* sample_h_ = nullptr;        // pinned mirror
+  void* sample_h_ = nullptr;  // pinned: [cap] DeviceSampleRow + [cap] DeviceSampleOut
   size_t sample_cap_ = 0;
   GraphQueue queue_;
   int gemv_max_ = kDefaultGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
   std::unique_ptr<Gemm> gemm_;
   int gemm_tokens_ = 0, gemm_k_ = 0;
-  IntBuffer positions_, slots_, table_off_, tables_, tiles_;
+  // The step's metadata (begin_step): one device buffer at offsets that move only when it grows.
+  std::shared_ptr<void> meta_;
+  int32_t* meta_d_ = nullptr;
+  int32_t* meta_h_ = nullptr;  // pinned mirror
+  size_t tok_cap_ = 0, tiles_cap_ = 0, tables_cap_ = 0;
+  int32_t *positions_ = nullptr, *slots_ = nullptr, *table_off_ = nullptr, *tiles_ = nullptr,
+          *tables_ = nullptr;
   int max_q_len_ = 0, n_tiles_ = 0;
   std::shared_ptr<void> partial_;  // split-KV partials
   size_t partial_elems_ = 0;
   std::shared_ptr<void> counters_;  // per (token, kv head) split counters of the shared kernel, kept zero
   size_t counters_cap_ = 0;
-  int32_t* staging_ = nullptr;
-  size_t staging_words_ = 0;
   int block_size_ = 0;
   int n_tokens_ = 0;
   uint64_t gen_ = 1;  // bumped whenever an internal buffer moves: captured graphs never see stale pointers

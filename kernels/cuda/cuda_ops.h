@@ -102,6 +102,25 @@ Status paged_attention(const float* q, const bf16* k_cache, const bf16* v_cache,
 // no combine kernel is launched.
 bool paged_attention_shares_kv(int n_q_heads, int n_kv_heads, int head_dim);
 
+// Decode steps (one new token per sequence, at positions[t], its slot slot_mapping[t]): rope_and_cache()
+// folded into the shared-KV attention, one kernel instead of two. q [T, Hq, D] and k [T, Hk, D] come
+// unrotated and are left rotated, the new k/v rows land in the caches as kv_write() writes them, and `out`
+// is paged_attention()'s. Needs paged_attention_shares_kv(); n_splits > 1 needs `partial` and the split
+// counters (the block that merges the splits writes q back).
+struct DecodeRope {
+  float* q = nullptr;
+  float* k = nullptr;
+  const float* v = nullptr;
+  const float* inv_freq = nullptr;
+  const int32_t* slots = nullptr;
+  bf16* k_cache = nullptr;
+  bf16* v_cache = nullptr;
+};
+Status paged_attention_rope(const DecodeRope& rope, const int32_t* table_offset, const int32_t* positions,
+                            const int32_t* block_tables, int n_tokens, int n_q_heads, int n_kv_heads,
+                            int head_dim, int block_size, int window, float scale, float* out, cudaStream_t s,
+                            int n_splits, float* partial, int* split_counters);
+
 // Tiled causal attention for prefill chunks (same semantics as paged_attention). tiles[i] = (first token
 // row, count <= 64) of consecutive tokens of one sequence; every token lies in exactly one tile.
 // head_dim 64 or 128 (prefill_attention_supports).
@@ -133,6 +152,7 @@ struct DeviceSampleOut {
   int32_t host;  // 1: not decided on the device (the host must sample this row from its logits)
   int32_t pad;
 };
+// params and out may be device memory or pinned host memory (the CUDA backend passes the latter).
 Status sample_rows(const float* logits, int rows, int vocab, const DeviceSampleRow* params,
                    DeviceSampleOut* out, cudaStream_t s);
 

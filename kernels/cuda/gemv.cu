@@ -6,9 +6,9 @@
 // thread. x (fp32, K*batch*4 bytes: 16-128 KB) is re-read through L1/L2 and is not the limit while a
 // block computes R rows per W load of x (x traffic per W byte = 4*B/R).
 //
-// Layout: one block of 256 threads computes R rows. Thread t walks the 8-element chunks t, t+256, ...
-// of the K axis for all R rows and all B batch rows, two chunks in flight, then the block reduces the
-// R*B partial sums.
+// Layout: a block of 256 threads computes groups of R rows in turn. Thread t walks the 8-element chunks
+// t, t+256, ... of the K axis for all R rows and all B batch rows, two chunks in flight, then the block
+// reduces the R*B partial sums while the next group's first chunks load.
 //
 // Fusions (GemvFusion), each removing a small kernel of the decode step:
 //  - norm: x is the un-normalised residual; y = W . (x * w_norm) * rsqrt(mean(x^2) + eps). Every block
@@ -31,14 +31,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Up to kGemvMaxGroup weights that share x (q/k/v, gate/up) in one launch: segment i owns blocks
-// [first_block[i], first_block[i + 1]).
+// Up to kGemvMaxGroup weights that share x (q/k/v, gate/up) in one launch: segment i owns the row groups
+// [first_group[i], first_group[i + 1]).
 struct Group {
   const bf16* W[kGemvMaxGroup];
   const float* bias[kGemvMaxGroup];
   float* y[kGemvMaxGroup];
   int N[kGemvMaxGroup];
-  int first_block[kGemvMaxGroup];
+  int first_group[kGemvMaxGroup];
   int n;
   GemvFusion f;
 };
@@ -65,114 +65,165 @@ __device__ __forceinline__ float sq4(float4 a, float s) {
 }
 
 template <int B, int R, bool SWIGLU, bool NORM>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const Group g, const float* __restrict__ x, int K) {
-  constexpr int RT = SWIGLU ? 2 * R : R;       // rows of W per block: R of one weight, or R of gate + R of up
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const Group g, const float* __restrict__ x, int K, int n_groups) {
+  constexpr int RT = SWIGLU ? 2 * R : R;       // rows of W per group: R of one weight, or R of gate + R of up
   constexpr int NP = RT * B + (NORM ? B : 0);  // partial sums per thread: dots, then sums of squares
-  // Segment of this block (selects, no dynamic indexing into the parameter struct). SwiGLU: one segment
-  // of N rows, W[0] = gate, W[1] = up.
-  const int blk = blockIdx.x;
-  const bool s1 = !SWIGLU && g.n > 1 && blk >= g.first_block[1];
-  const bool s2 = !SWIGLU && g.n > 2 && blk >= g.first_block[2];
-  const bf16* __restrict__ W = s2 ? g.W[2] : s1 ? g.W[1] : g.W[0];
-  const float* __restrict__ bias = s2 ? g.bias[2] : s1 ? g.bias[1] : g.bias[0];
-  float* __restrict__ y = s2 ? g.y[2] : s1 ? g.y[1] : g.y[0];
-  const int N = s2 ? g.N[2] : s1 ? g.N[1] : g.N[0];
-  const int row0 = (blk - (s2 ? g.first_block[2] : s1 ? g.first_block[1] : 0)) * R;
   const int chunks = K / 8;
-  float acc[NP];
-#pragma unroll
-  for (int i = 0; i < NP; ++i) acc[i] = 0.0f;
+  const int c0 = threadIdx.x;
 
-  // Two chunks of W per thread are in flight at any time. The first two are loaded before
-  // pdl_wait(): the weights do not depend on the previous kernel, so their loads overlap its tail.
-  const uint4* Wr[RT];  // row r of the block; tail rows recompute the last row and are never stored
+  // Group `gi`: R rows of one segment (SwiGLU: one segment of N rows, W[0] = gate, W[1] = up). The segment
+  // is chosen by selects, without dynamic indexing into the parameter struct.
+  const uint4* Wr[RT];  // row r of the group; tail rows recompute the last row and are never stored
+  const float* bias;
+  float* y;
+  int N, row0;
+  auto locate = [&](int gi) {
+    const bool s1 = !SWIGLU && g.n > 1 && gi >= g.first_group[1];
+    const bool s2 = !SWIGLU && g.n > 2 && gi >= g.first_group[2];
+    const bf16* W = s2 ? g.W[2] : s1 ? g.W[1] : g.W[0];
+    bias = s2 ? g.bias[2] : s1 ? g.bias[1] : g.bias[0];
+    y = s2 ? g.y[2] : s1 ? g.y[1] : g.y[0];
+    N = s2 ? g.N[2] : s1 ? g.N[1] : g.N[0];
+    row0 = (gi - (s2 ? g.first_group[2] : s1 ? g.first_group[1] : 0)) * R;
 #pragma unroll
-  for (int r = 0; r < RT; ++r) {
-    const bf16* base = SWIGLU && r >= R ? g.W[1] : W;
-    Wr[r] = reinterpret_cast<const uint4*>(base) + static_cast<int64_t>(min(row0 + r % R, N - 1)) * chunks;
-  }
+    for (int r = 0; r < RT; ++r) {
+      const bf16* base = SWIGLU && r >= R ? g.W[1] : W;
+      Wr[r] = reinterpret_cast<const uint4*>(base) + static_cast<int64_t>(min(row0 + r % R, N - 1)) * chunks;
+    }
+  };
   auto load = [&](int c, uint4* w) {
 #pragma unroll
     for (int r = 0; r < RT; ++r) w[r] = __ldcs(Wr[r] + c);  // streamed once: evict-first
   };
+  // Two chunks of W per thread are in flight at any time: the first two of a group are loaded before
+  // the previous group's reduction, and the block's first group's before pdl_wait() (the weights do not
+  // depend on the previous kernel, so their loads overlap its tail).
   uint4 w[2][RT];
-  const int c0 = threadIdx.x;
-  if (c0 < chunks) load(c0, w[0]);
-  if (c0 + kThreads < chunks) load(c0 + kThreads, w[1]);
+  auto load_first = [&] {
+    if (c0 < chunks) load(c0, w[0]);
+    if (c0 + kThreads < chunks) load(c0 + kThreads, w[1]);
+  };
+  int gi = blockIdx.x;
+  locate(gi);
+  load_first();
   pdl_wait();
   pdl_launch_dependents();
-  for (int c = c0; c < chunks; c += 2 * kThreads) {
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int cc = c + p * kThreads;
-      if (cc >= chunks) break;
-      float4 nw0, nw1;
-      if constexpr (NORM) {
-        const float4* nv = reinterpret_cast<const float4*>(g.f.norm_w) + 2 * cc;
-        nw0 = __ldg(nv);
-        nw1 = __ldg(nv + 1);
-      }
-#pragma unroll
-      for (int b = 0; b < B; ++b) {
-        const float4* xv = reinterpret_cast<const float4*>(x + static_cast<int64_t>(b) * K) + 2 * cc;
-        float4 x0 = __ldg(xv), x1 = __ldg(xv + 1);
-        if constexpr (NORM) {
-          acc[RT * B + b] = sq4(x1, sq4(x0, acc[RT * B + b]));
-          x0 = mul4(x0, nw0);
-          x1 = mul4(x1, nw1);
-        }
-#pragma unroll
-        for (int r = 0; r < RT; ++r) acc[r * B + b] = dot8(w[p][r], x0, x1, acc[r * B + b]);
-      }
-      if (cc + 2 * kThreads < chunks) load(cc + 2 * kThreads, w[p]);
-    }
-  }
 
-  __shared__ float part[kThreads / 32][NP];
+  __shared__ float part[2][kThreads / 32][NP];  // double-buffered: a group's reduction vs the next's
   __shared__ float inv[B];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int it = 0; gi < n_groups; gi += gridDim.x, ++it) {
+    float acc[NP];
 #pragma unroll
-  for (int i = 0; i < NP; ++i) {
-    float v = acc[i];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) part[warp][i] = v;
-  }
-  __syncthreads();
-  auto total = [&](int i) {
-    float v = 0.0f;
+    for (int i = 0; i < NP; ++i) acc[i] = 0.0f;
+    for (int c = c0; c < chunks; c += 2 * kThreads) {
 #pragma unroll
-    for (int w8 = 0; w8 < kThreads / 32; ++w8) v += part[w8][i];
-    return v;
-  };
-  if constexpr (NORM) {
-    if (threadIdx.x < B) inv[threadIdx.x] = rsqrtf(total(RT * B + threadIdx.x) / K + g.f.norm_eps);
-    __syncthreads();
-  }
-  for (int i = threadIdx.x; i < R * B; i += kThreads) {
-    const int r = i / B, b = i % B;
-    const int row = row0 + r;
-    if (row >= N) continue;
-    const float scale = NORM ? inv[b] : 1.0f;
-    const float v = total(i) * scale + (bias ? bias[row] : 0.0f);
-    const int64_t at = static_cast<int64_t>(b) * N + row;
-    y[at] = v;
-    if (g.f.accum) g.f.accum[at] += v;
-    if constexpr (SWIGLU) {
-      const float u = total(R * B + i) * scale + (g.bias[1] ? g.bias[1][row] : 0.0f);
-      g.y[1][at] = u;
-      g.f.swiglu_out[at] = v / (1.0f + expf(-v)) * u;  // silu_mul's formula
+      for (int p = 0; p < 2; ++p) {
+        const int cc = c + p * kThreads;
+        if (cc >= chunks) break;
+        float4 nw0, nw1;
+        if constexpr (NORM) {
+          const float4* nv = reinterpret_cast<const float4*>(g.f.norm_w) + 2 * cc;
+          nw0 = __ldg(nv);
+          nw1 = __ldg(nv + 1);
+        }
+#pragma unroll
+        for (int b = 0; b < B; ++b) {
+          const float4* xv = reinterpret_cast<const float4*>(x + static_cast<int64_t>(b) * K) + 2 * cc;
+          float4 x0 = __ldg(xv), x1 = __ldg(xv + 1);
+          if constexpr (NORM) {
+            acc[RT * B + b] = sq4(x1, sq4(x0, acc[RT * B + b]));
+            x0 = mul4(x0, nw0);
+            x1 = mul4(x1, nw1);
+          }
+#pragma unroll
+          for (int r = 0; r < RT; ++r) acc[r * B + b] = dot8(w[p][r], x0, x1, acc[r * B + b]);
+        }
+        if (cc + 2 * kThreads < chunks) load(cc + 2 * kThreads, w[p]);
+      }
     }
-  }
-  if constexpr (NORM) {
-    if (blk == 0)  // the normalised x, as rmsnorm writes it
-      for (int i = threadIdx.x; i < B * K; i += kThreads)
-        g.f.norm_out[i] = x[i] * inv[i / K] * g.f.norm_w[i % K];
+    // This group's outputs; then the next group's first loads go out before the reduction.
+    const float* const bias_g = bias;
+    float* const y_g = y;
+    const int N_g = N, row0_g = row0;
+    if (gi + gridDim.x < n_groups) {
+      locate(gi + gridDim.x);
+      load_first();
+    }
+
+    float(*pt)[NP] = part[it & 1];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      float v = acc[i];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0) pt[warp][i] = v;
+    }
+    __syncthreads();
+    auto total = [&](int i) {
+      float v = 0.0f;
+#pragma unroll
+      for (int w8 = 0; w8 < kThreads / 32; ++w8) v += pt[w8][i];
+      return v;
+    };
+    if constexpr (NORM) {
+      if (threadIdx.x < B) inv[threadIdx.x] = rsqrtf(total(RT * B + threadIdx.x) / K + g.f.norm_eps);
+      __syncthreads();
+    }
+    for (int i = threadIdx.x; i < R * B; i += kThreads) {
+      const int r = i / B, b = i % B;
+      const int row = row0_g + r;
+      if (row >= N_g) continue;
+      const float scale = NORM ? inv[b] : 1.0f;
+      const float v = total(i) * scale + (bias_g ? bias_g[row] : 0.0f);
+      const int64_t at = static_cast<int64_t>(b) * N_g + row;
+      y_g[at] = v;
+      if (g.f.accum) g.f.accum[at] += v;
+      if constexpr (SWIGLU) {
+        const float u = total(R * B + i) * scale + (g.bias[1] ? g.bias[1][row] : 0.0f);
+        g.y[1][at] = u;
+        g.f.swiglu_out[at] = v / (1.0f + expf(-v)) * u;  // silu_mul's formula
+      }
+    }
+    if constexpr (NORM) {
+      if (gi == 0)  // the normalised x, as rmsnorm writes it
+        for (int i = threadIdx.x; i < B * K; i += kThreads)
+          g.f.norm_out[i] = x[i] * inv[i / K] * g.f.norm_w[i % K];
+    }
   }
 }
 
+// Blocks for n_groups groups of `kernel`: one per group (SPARKCTL_GEMV_PERSIST=0), or as many as fit on the
+// SMs at once, each taking the same number of groups in turn, so the weight stream runs without waves of
+// block launches and their ramp-up gaps.
+bool gemv_persist() {
+  static const bool on = [] {
+    const char* e = std::getenv("SPARKCTL_GEMV_PERSIST");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 template <int B, int R, bool SWIGLU, bool NORM>
-cudaError_t launch(const Group& g, int blocks, const float* x, int K, cudaStream_t s) {
-  return launch_kernel(gemv_kernel<B, R, SWIGLU, NORM>, blocks, kThreads, 0, s, g, x, K);
+cudaError_t launch(const Group& g, int n_groups, const float* x, int K, cudaStream_t s) {
+  static const int slots = [] {
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<B, R, SWIGLU, NORM>, kThreads,
+                                                      0) != cudaSuccess)
+      return 0;
+    return sms * per_sm;
+  }();
+  int blocks = n_groups;
+  // At batch 1 the GEMVs of many waves (gate_up: 14, lm_head: 61) stream at copy bandwidth as they are
+  // and lost 2-7 % with persistent blocks (H200, ncu); the short ones (qkv, o, down: 2-3 waves) gained.
+  const bool many_waves = B == 1 && n_groups > 4 * slots;
+  if (gemv_persist() && slots > 0 && n_groups > slots && !many_waves) {
+    const int per_block = (n_groups + slots - 1) / slots;
+    blocks = (n_groups + per_block - 1) / per_block;
+  }
+  return launch_kernel(gemv_kernel<B, R, SWIGLU, NORM>, blocks, kThreads, 0, s, g, x, K, n_groups);
 }
 
 template <int B, int R>
@@ -181,20 +232,20 @@ cudaError_t launch_r(const GemvSegment* segs, int n, const float* x, int K, cons
   Group g{};
   g.n = n;
   g.f = f;
-  int blocks = 0;
+  int groups = 0;
   for (int i = 0; i < n; ++i) {
     g.W[i] = segs[i].W;
     g.bias[i] = segs[i].bias;
     g.y[i] = segs[i].y;
     g.N[i] = segs[i].N;
-    g.first_block[i] = blocks;
-    if (!f.swiglu_out || i == 0) blocks += (segs[i].N + R - 1) / R;  // swiglu: one block per R row pairs
+    g.first_group[i] = groups;
+    if (!f.swiglu_out || i == 0) groups += (segs[i].N + R - 1) / R;  // swiglu: one group per R row pairs
   }
   const bool sw = f.swiglu_out != nullptr, nm = f.norm_w != nullptr;
-  if (sw && nm) return launch<B, R, true, true>(g, blocks, x, K, s);
-  if (sw) return launch<B, R, true, false>(g, blocks, x, K, s);
-  if (nm) return launch<B, R, false, true>(g, blocks, x, K, s);
-  return launch<B, R, false, false>(g, blocks, x, K, s);
+  if (sw && nm) return launch<B, R, true, true>(g, groups, x, K, s);
+  if (sw) return launch<B, R, true, false>(g, groups, x, K, s);
+  if (nm) return launch<B, R, false, true>(g, groups, x, K, s);
+  return launch<B, R, false, false>(g, groups, x, K, s);
 }
 
 // Rows per block: more rows cut x re-reads per W byte (x traffic per W byte = 4*B/R); fewer keep more

@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.h"
 
 namespace spk::cuda {
 namespace {
@@ -99,8 +100,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ Shared s;
   const int row = blockIdx.x, tid = threadIdx.x;
   const float* L = logits + static_cast<int64_t>(row) * vocab;
-  const DeviceSampleRow p = params[row];
+  const DeviceSampleRow p = params[row];  // written before the step: read before the wait
   DeviceSampleOut* o = out + row;
+  pdl_begin();
   if (p.host) {
     if (tid == 0) *o = DeviceSampleOut{-1, 0.0f, 1, 0};
     return;
@@ -109,10 +111,44 @@ __global__ void __launch_bounds__(kThreads)
   // Pass 1: max, argmax (lowest id on ties), count of finite logits.
   float best = -INFINITY;
   int idx = INT_MAX, n_fin = 0;
-  for (int i = tid; i < vocab; i += kThreads) {
-    const float v = clean(L[i]);
-    if (v > best) best = v, idx = i;
-    n_fin += v != -INFINITY;
+  // Eight loads in flight per thread, float4 where the row allows (the row comes from L2 and one block's
+  // loop was latency-bound), visited in increasing id order, so a thread's first maximum is its lowest id.
+  constexpr int kInFlight = 8;
+  int vec_end = 0;  // [0, vec_end) is scanned as float4 (4x the bytes in flight) when the row is aligned
+  if ((vocab & 3) == 0 && (reinterpret_cast<uintptr_t>(L) & 15) == 0) {
+    vec_end = vocab;
+    const float4* L4 = reinterpret_cast<const float4*>(L);
+    for (int base = tid; base < vocab / 4; base += kInFlight * kThreads) {
+      float4 v[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int j = base + u * kThreads;
+        v[u] = j < vocab / 4 ? L4[j] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int i = 4 * (base + u * kThreads);
+        const float e[4] = {clean(v[u].x), clean(v[u].y), clean(v[u].z), clean(v[u].w)};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          if (e[c] > best) best = e[c], idx = i + c;
+          n_fin += e[c] != -INFINITY;
+        }
+      }
+    }
+  }
+  for (int base = vec_end + tid; base < vocab; base += kInFlight * kThreads) {
+    float v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = base + u * kThreads;
+      v[u] = i < vocab ? clean(L[i]) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (v[u] > best) best = v[u], idx = base + u * kThreads;
+      n_fin += v[u] != -INFINITY;
+    }
   }
   for (int off = 16; off > 0; off >>= 1) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, off);
@@ -353,8 +389,7 @@ __global__ void __launch_bounds__(kThreads)
 Status sample_rows(const float* logits, int rows, int vocab, const DeviceSampleRow* params,
                    DeviceSampleOut* out, cudaStream_t s) {
   if (rows == 0) return ok_status();
-  sample_kernel<<<rows, kThreads, 0, s>>>(logits, vocab, params, out);
-  SPK_CUDA_LAUNCH_CHECK();
+  SPK_LAUNCH(sample_kernel, rows, kThreads, 0, s, logits, vocab, params, out);
   return ok_status();
 }
 

@@ -79,11 +79,14 @@ double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
 
 const int kSizes[] = {1, 19, 111, 989};
 
+// 9001 rows: more row groups than the SMs hold at once, so blocks take several groups in turn.
+const int kGemvRows[] = {1, 19, 111, 989, 9001};
+
 TEST(CudaKernels, GemvMatchesReference) {
   REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (int n : kSizes)
+  for (int n : kGemvRows)
     for (int k8 : kSizes)
       for (int batch : {1, 3, 8}) {
         const int K = k8 * 8;
@@ -113,7 +116,7 @@ TEST(CudaKernels, SwigluGemvMatchesReference) {
   REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (int n : kSizes)
+  for (int n : kGemvRows)
     for (int k8 : {1, 111})
       for (int batch : {1, 2, 5, 8}) {
         const int K = k8 * 8;
@@ -162,7 +165,7 @@ TEST(CudaKernels, GemvNormAndAccumFusionsMatchReference) {
   REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
-  for (int n : {1, 111, 989})
+  for (int n : {1, 111, 989, 4099})
     for (int k8 : {1, 111})
       for (int batch : {1, 2, 7}) {
         const int K = k8 * 8;
@@ -452,6 +455,66 @@ TEST(CudaKernels, RopeCacheAndPagedAttentionMatchReference) {
                   << spk::cuda::paged_attention_shares_kv(hq, hk, head_dim) << ") splits=" << splits
                   << " merge_in_kernel=" << merge_in_kernel;
             }
+        if (spk::cuda::paged_attention_shares_kv(hq, hk, head_dim)) {
+          // Decode: the last token of each sequence is new (q, k, v unrotated, its slot not yet written);
+          // paged_attention_rope rotates, caches and attends in one kernel. Its caches must end as
+          // rope_and_cache left kc/vc above, q and k rotated as there, out as the reference rows.
+          const std::vector<int> rows = {lens[0] - 1, T - 1};
+          const size_t qrow = size_t(hq) * head_dim, krow = size_t(hk) * head_dim;
+          std::vector<float> q2, k2, v2;
+          std::vector<int32_t> pos2, slots2, seq2;
+          for (int t : rows) {
+            q2.insert(q2.end(), q.begin() + t * qrow, q.begin() + (t + 1) * qrow);
+            k2.insert(k2.end(), k.begin() + t * krow, k.begin() + (t + 1) * krow);
+            v2.insert(v2.end(), v.begin() + t * krow, v.begin() + (t + 1) * krow);
+            pos2.push_back(pos[t]);
+            slots2.push_back(slots[t]);
+            seq2.push_back(seq_of[t]);
+          }
+          const std::vector<float> q_rot = host(dq), k_rot = host(dk);
+          auto cache_host = [&](const DeviceBuffer<bf16>& c) {
+            std::vector<uint16_t> h(size_t(num_blocks) * bs * hk * head_dim);
+            cudaMemcpy(h.data(), c.get(), h.size() * 2, cudaMemcpyDeviceToHost);
+            return h;
+          };
+          const std::vector<uint16_t> kc_want = cache_host(kc), vc_want = cache_host(vc);
+          DeviceBuffer<int32_t> counters2;
+          ASSERT_OK(counters2.upload(std::vector<int32_t>(2 * size_t(hk), 0)));
+          for (int splits : {1, 5, 16}) {
+            for (int t : rows)  // the new tokens' slots hold garbage (NaN) before the call
+              for (auto* c : {kc.get(), vc.get()}) cudaMemset(c + size_t(slots[t]) * krow, 0xff, krow * 2);
+            auto dq2 = dev(q2), dk2 = dev(k2), dv2 = dev(v2);
+            auto dpos2 = dev(pos2), dslots2 = dev(slots2), dseq2 = dev(seq2);
+            DeviceBuffer<float> part, dout2;
+            ASSERT_OK(part.alloc(2 * qrow * splits + 2 * size_t(hq) * splits * 2));
+            ASSERT_OK(dout2.upload(std::vector<float>(q2.size(), NAN)));
+            const spk::cuda::DecodeRope r{dq2.get(),     dk2.get(), dv2.get(), dinv.get(),
+                                          dslots2.get(), kc.get(),  vc.get()};
+            ASSERT_OK(spk::cuda::paged_attention_rope(r, dseq2.get(), dpos2.get(), dtab.get(), 2, hq, hk,
+                                                      head_dim, bs, window, scale, dout2.get(), nullptr,
+                                                      splits, part.get(), counters2.get()));
+            const std::vector<float> out2 = host(dout2), q2_after = host(dq2), k2_after = host(dk2);
+            std::vector<double> ref2, qwant, kwant;
+            for (int t : rows) {
+              ref2.insert(ref2.end(), ref.begin() + t * qrow, ref.begin() + (t + 1) * qrow);
+              qwant.insert(qwant.end(), q_rot.begin() + t * qrow, q_rot.begin() + (t + 1) * qrow);
+              kwant.insert(kwant.end(), k_rot.begin() + t * krow, k_rot.begin() + (t + 1) * krow);
+            }
+            const std::string w2 = what + " fused decode splits=" + std::to_string(splits);
+            EXPECT_LT(rel_err(out2, ref2), 2e-3) << w2;
+            EXPECT_LT(rel_err(q2_after, qwant), 1e-6) << w2 << " (q rotated in place)";
+            EXPECT_LT(rel_err(k2_after, kwant), 1e-6) << w2 << " (k rotated in place)";
+            const std::vector<uint16_t> kc_got = cache_host(kc), vc_got = cache_host(vc);
+            size_t k_bad = 0, v_bad = 0;
+            for (size_t i = 0; i < kc_got.size(); ++i) {
+              k_bad +=
+                  !(std::abs(bf(kc_got[i]) - bf(kc_want[i])) <= 1e-2f * std::abs(bf(kc_want[i])) + 1e-6f);
+              v_bad += vc_got[i] != vc_want[i];
+            }
+            EXPECT_EQ(k_bad, 0u) << w2 << " (k cache)";
+            EXPECT_EQ(v_bad, 0u) << w2 << " (v cache)";
+          }
+        }
         if (spk::cuda::prefill_attention_supports(head_dim)) {  // the tiled prefill kernel, same reference
           std::vector<int32_t> tiles;
           for (int s = 0, t0 = 0; s < 2; t0 += lens[s], ++s)
