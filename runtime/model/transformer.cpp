@@ -261,9 +261,15 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
   if (m == 0) return be_->synchronize();
   // Final norm and lm_head only for the rows whose logits are wanted.
   SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, final_norm_.w, final_norm_.eps, a.h));
-  Tensor rows = rows_cap_.rows(0, m), last = last_cap_.rows(0, m), out = logits_cap_.rows(0, m);
-  SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
-  SPK_TRY(be_->gather_rows(a.h, rows, last));
+  Tensor last = a.h, out = logits_cap_.rows(0, m);
+  bool every_row = m == n;  // decode steps want every row in order: no gather
+  for (int64_t i = 0; every_row && i < m; ++i) every_row = batch.logit_rows[i] == i;
+  if (!every_row) {
+    Tensor rows = rows_cap_.rows(0, m);
+    last = last_cap_.rows(0, m);
+    SPK_TRY(be_->upload(rows, batch.logit_rows.data(), m * sizeof(int32_t)));
+    SPK_TRY(be_->gather_rows(a.h, rows, last));
+  }
   const bool tp = tp_.plan.world > 1;
   Tensor gathered = tp ? gathered_cap_.rows(0, tp_.plan.world * m) : Tensor{};
   Tensor full = tp ? full_cap_.rows(0, m) : out;
