@@ -463,43 +463,41 @@ class CudaBackend final : public Backend {
     }
     float* part = static_cast<float*>(partial_.get());
     int* ctr = shared && split_merge_ ? static_cast<int*>(counters_.get()) : nullptr;
+    // Fingerprint: what both kernels read and write; each op adds its own id and inputs in front.
+    std::vector<uint64_t> fp = {u(kc),
+                                u(vc),
+                                u(op),
+                                u(to),
+                                u(pos),
+                                u(tab),
+                                u(int64_t(n)),
+                                u(int64_t(hq)),
+                                u(int64_t(hk)),
+                                u(int64_t(d)),
+                                u(int64_t(bs)),
+                                u(int64_t(win)),
+                                scale_bits,
+                                u(int64_t(splits)),
+                                u(ctr),
+                                u(part),
+                                gen_};
     if (attn_rope_fuse_ && shared && !tiled && max_q_len_ == 1 && (splits == 1 || ctr) &&
         rope_cache_.q == qp && rope_cache_.k_cache == kc && rope_cache_.v_cache == vc) {
       // The previous op is the rope + cache write of this q at a decode step: the attention does it.
       const DecodeRope r = rope_cache_;
+      fp.insert(fp.begin(), {46, u(r.q), u(r.k), u(r.v), u(r.inv_freq), u(r.slots)});
       queue_.replace_last(
           [=](cudaStream_t s) {
             return paged_attention_rope(r, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
                                         ctr);
           },
-          {46,
-           u(r.q),
-           u(r.k),
-           u(r.v),
-           u(r.inv_freq),
-           u(r.slots),
-           u(kc),
-           u(vc),
-           u(op),
-           u(to),
-           u(pos),
-           u(tab),
-           u(int64_t(n)),
-           u(int64_t(hq)),
-           u(int64_t(hk)),
-           u(int64_t(d)),
-           u(int64_t(bs)),
-           u(int64_t(win)),
-           scale_bits,
-           u(int64_t(splits)),
-           u(ctr),
-           u(part),
-           gen_});
+          fp);
       rope_cache_ = DecodeRope{};
       return ok_status();
     }
     const auto* tl = reinterpret_cast<const int2*>(tiles_);
     const int nt = n_tiles_;
+    fp.insert(fp.begin(), {6, u(qp), u(tl), u(int64_t(tiled ? nt : -1)), u(int64_t(shared))});
     push(
         [=](cudaStream_t s) {
           if (tiled)
@@ -507,28 +505,7 @@ class CudaBackend final : public Backend {
           return paged_attention(qp, kc, vc, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
                                  shared, ctr);
         },
-        {6,
-         u(qp),
-         u(kc),
-         u(vc),
-         u(op),
-         u(to),
-         u(pos),
-         u(tab),
-         u(int64_t(n)),
-         u(int64_t(hq)),
-         u(int64_t(hk)),
-         u(int64_t(d)),
-         u(int64_t(bs)),
-         u(int64_t(win)),
-         scale_bits,
-         u(tl),
-         u(int64_t(tiled ? nt : -1)),
-         u(int64_t(splits)),
-         u(int64_t(shared)),
-         u(ctr),
-         u(part),
-         gen_});
+        fp);
     return ok_status();
   }
 
@@ -612,13 +589,17 @@ class CudaBackend final : public Backend {
 
  private:
   // Every op is queued through here (it ends the window in which a GEMM's bf16 staging can be reused).
-  void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
+  template <class Fingerprint>
+  void push(GraphQueue::Op op, const Fingerprint& fingerprint) {
     staged_x_ = nullptr;
     gemv_.n = 0;
     norm_ = NormOp{};
     rope_ = RopeOp{};
     rope_cache_ = DecodeRope{};
     queue_.push(std::move(op), fingerprint);
+  }
+  void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
+    push<std::initializer_list<uint64_t>>(std::move(op), fingerprint);
   }
 
   // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.

@@ -35,6 +35,12 @@ void GraphQueue::push(Op op, std::initializer_list<uint64_t> fingerprint) {
   fp_.insert(fp_.end(), fingerprint.begin(), fingerprint.end());
 }
 
+void GraphQueue::push(Op op, const std::vector<uint64_t>& fingerprint) {
+  ops_.emplace_back();
+  last_fp_ = fp_.size();
+  replace_last(std::move(op), fingerprint);
+}
+
 void GraphQueue::replace_last(Op op, const std::vector<uint64_t>& fingerprint) {
   ops_.back() = std::move(op);
   fp_.resize(last_fp_);

@@ -31,6 +31,7 @@ class GraphQueue {
   GraphQueue& operator=(const GraphQueue&) = delete;
 
   void push(Op op, std::initializer_list<uint64_t> fingerprint);
+  void push(Op op, const std::vector<uint64_t>& fingerprint);
   // Replaces the last queued op (and its fingerprint): peephole fusion of an op with the one before it.
   void replace_last(Op op, const std::vector<uint64_t>& fingerprint);
   [[nodiscard]] bool empty() const { return ops_.empty(); }
