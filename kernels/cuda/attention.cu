@@ -25,13 +25,18 @@ constexpr int kWarps = 8;
 constexpr int kMaxElems = 8;  // head_dim <= 256
 constexpr int kUnroll = 4;    // keys in flight per warp: their loads are independent
 
+// The first key a token at `pos` sees (window <= 0: full attention).
+__device__ __forceinline__ int first_visible(int pos, int window) {
+  return window > 0 ? max(0, pos - window + 1) : 0;
+}
+
 // The keys [first, last] that split `split` of `n_splits` takes for a token at `pos`: a contiguous share
 // of the visible ones (window <= 0: all of 0..pos). Empty (first > last) when the share runs out.
 struct KeyRange {
   int first, last;
 };
 __device__ __forceinline__ KeyRange split_keys(int pos, int window, int split, int n_splits) {
-  const int visible_first = window > 0 ? max(0, pos - window + 1) : 0;
+  const int visible_first = first_visible(pos, window);
   const int chunk = (pos - visible_first + n_splits) / n_splits;
   const int first = visible_first + split * chunk;
   return {first, min(pos, first + chunk - 1)};
@@ -274,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // The merge's cost grows with the splits, and a short context gains nothing from more. (With the
   // combine kernel, which reads every split's partial, all of them.)
   const int S = gridDim.z;  // the partials' stride
-  const int visible = pos - (window > 0 ? max(0, pos - window + 1) : 0) + 1;
+  const int visible = pos - first_visible(pos, window) + 1;
   const int n_splits = counters ? min(S, (visible + kWarps * U - 1) / (kWarps * U)) : S;
   if (split >= n_splits) return;
   const KeyRange keys = split_keys(pos, window, split, n_splits);  // split-KV share

@@ -88,11 +88,10 @@ class CudaBackend final : public Backend {
       return v[v.size() / 2];
     };
     if (stats_ && !host_us_.empty()) {
-      const auto& median = median_of;
       std::fprintf(stderr,
                    "cuda backend: %zu sampled steps, median: host %.1f us from begin_step to the launch, "
                    "%.1f us from the launch to the sampled ids\n",
-                   host_us_.size(), median(host_us_), median(device_us_));
+                   host_us_.size(), median_of(host_us_), median_of(device_us_));
     }
     if (stats_ && !gap_us_.empty())
       std::fprintf(stderr,
@@ -591,24 +590,26 @@ class CudaBackend final : public Backend {
   // Every op is queued through here (it ends the window in which a GEMM's bf16 staging can be reused).
   template <class Fingerprint>
   void push(GraphQueue::Op op, const Fingerprint& fingerprint) {
-    staged_x_ = nullptr;
-    gemv_.n = 0;
-    norm_ = NormOp{};
-    rope_ = RopeOp{};
-    rope_cache_ = DecodeRope{};
+    forget_peepholes();
     queue_.push(std::move(op), fingerprint);
   }
   void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
     push<std::initializer_list<uint64_t>>(std::move(op), fingerprint);
   }
 
-  // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
-  Status flush() {
-    staged_x_ = nullptr;  // the peepholes (staging reuse, GEMV fusions, rope + cache) never span a flush
+  // The peepholes' memory of the last queued op (staging reuse, GEMV fusions, rope + cache, rope into the
+  // attention): a new op or a flush ends it.
+  void forget_peepholes() {
+    staged_x_ = nullptr;
     gemv_.n = 0;
     norm_ = NormOp{};
     rope_ = RopeOp{};
     rope_cache_ = DecodeRope{};
+  }
+
+  // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
+  Status flush() {
+    forget_peepholes();  // no fusion spans a flush
     if (loader_) SPK_TRY(loader_->wait());
     return queue_.flush(stream_, n_tokens_ <= kMaxGraphTokens);
   }
