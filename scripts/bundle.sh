@@ -28,6 +28,12 @@ for f in bundle/bin/*; do
     [ -f "bundle/lib/$name" ] || cp -L "$path" "bundle/lib/$name"
   done
 done
+# BUNDLE_TRACE=1: also the CUPTI kernel timeline (kernels/cuda/trace) and the libcupti it loads.
+if [ "${BUNDLE_TRACE:-0}" = 1 ] && ninja -C "$BUILD" -t query spk_kernel_trace >/dev/null 2>&1; then
+  ninja -C "$BUILD" spk_kernel_trace
+  cp "$(find "$BUILD" -name libspk_kernel_trace.so | head -1)" bundle/lib/
+  ldd bundle/lib/libspk_kernel_trace.so | awk '/libcupti/{print $3}' | xargs -r -I{} cp -L {} bundle/lib/
+fi
 cp scripts/device-env.sh bundle/
 # Real tokenizers for synthetic checkpoints there (node_modules is too large to carry whole).
 for t in llama3_1 qwen3; do
