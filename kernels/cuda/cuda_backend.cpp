@@ -557,6 +557,10 @@ class CudaBackend final : public Backend {
       if (sample_h_) cudaFreeHost(sample_h_);
       sample_h_ = nullptr;
       SPK_CUDA_CHECK(cudaMallocHost(&sample_h_, bytes));
+      Status st;
+      argmax_ = device_alloc(cap * kArgmaxSlots * sizeof(unsigned long long), &st);
+      SPK_TRY(st);
+      SPK_CUDA_CHECK(cudaMemset(argmax_.get(), 0, cap * kArgmaxSlots * sizeof(unsigned long long)));
       sample_cap_ = cap;
       ++gen_;
       queue_.clear();
@@ -571,8 +575,17 @@ class CudaBackend final : public Backend {
                               r.want_logprob ? 1 : 0, r.host ? 1 : 0};
     }
     const float* lp = logits.ptr<float>();
-    push([=](cudaStream_t s) { return sample_rows(lp, m, vocab, ph, oh, s); },
-         {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), gen_});
+    unsigned long long* am = nullptr;
+    if (argmax_fuse_ && gemv_.n == 1 && gemv_.segs[0].y == lp && gemv_.segs[0].N == vocab && gemv_.m == m &&
+        !gemv_.f.accum && !gemv_.f.swiglu_out) {
+      // The previous op is the GEMV that wrote these logits: it also leaves each row's argmax for the
+      // sampler (greedy rows then skip the scan of the vocabulary).
+      am = static_cast<unsigned long long*>(argmax_.get());
+      gemv_.f.argmax = am;
+      requeue_gemv();
+    }
+    push([=](cudaStream_t s) { return sample_rows(lp, m, vocab, ph, oh, s, am); },
+         {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), u(am), gen_});
     const auto t1 = std::chrono::steady_clock::now();
     SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -643,17 +656,9 @@ class CudaBackend final : public Backend {
     const GemvOp g = gemv_;
     uint32_t eps_bits;
     std::memcpy(&eps_bits, &g.f.norm_eps, 4);
-    std::vector<uint64_t> fp = {3,
-                                u(g.x),
-                                u(int64_t(g.m)),
-                                u(int64_t(g.k)),
-                                u(int64_t(g.n)),
-                                u(g.f.norm_w),
-                                eps_bits,
-                                u(g.f.norm_out),
-                                u(g.f.accum),
-                                u(g.f.swiglu_out),
-                                gen_};
+    std::vector<uint64_t> fp = {
+        3,        u(g.x),          u(int64_t(g.m)), u(int64_t(g.k)),   u(int64_t(g.n)), u(g.f.norm_w),
+        eps_bits, u(g.f.norm_out), u(g.f.accum),    u(g.f.swiglu_out), u(g.f.argmax),   gen_};
     for (int i = 0; i < g.n; ++i)
       fp.insert(fp.end(), {u(g.segs[i].W), u(g.segs[i].bias), u(g.segs[i].y), u(int64_t(g.segs[i].N))});
     queue_.replace_last(
@@ -733,6 +738,7 @@ class CudaBackend final : public Backend {
   bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
   bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
   bool swiglu_fuse_ = env_int("SPARKCTL_SWIGLU_FUSE", 1, 0, 1) == 1;
+  bool argmax_fuse_ = env_int("SPARKCTL_ARGMAX_FUSE", 1, 0, 1) == 1;
   bool norm_fuse_ = env_int("SPARKCTL_NORM_FUSE", 1, 0, 1) == 1;  // rmsnorm and residual add into GEMVs
   bool staging_reuse_ = env_int("SPARKCTL_STAGING_REUSE", 1, 0, 1) == 1;
   bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
@@ -769,6 +775,7 @@ class CudaBackend final : public Backend {
   size_t arena_used_ = 0;
   void* sample_h_ = nullptr;  // pinned: [cap] DeviceSampleRow + [cap] DeviceSampleOut
   size_t sample_cap_ = 0;
+  std::shared_ptr<void> argmax_;  // [cap][kArgmaxSlots] keys: the lm_head GEMV's argmax for the sampler
   GraphQueue queue_;
   int gemv_max_ = kDefaultGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
   std::unique_ptr<Gemm> gemm_;

@@ -49,7 +49,12 @@ struct GemvFusion {
   float* norm_out = nullptr;
   float* accum = nullptr;       // one weight: accum[b, n] += y[b, n] (y is written too)
   float* swiglu_out = nullptr;  // two weights of equal N (gate, up): swiglu_out = silu(y_0) * y_1
+  // One weight (the lm_head): the greedy argmax of each batch row b as well, atomicMax'ed by every block
+  // into argmax[b * kArgmaxSlots + block % kArgmaxSlots] (argmax_key.cuh; slots zero before, consumed and
+  // zeroed again by sample_rows).
+  unsigned long long* argmax = nullptr;
 };
+inline constexpr int kArgmaxSlots = 32;
 Status gemv_bf16_fused(const GemvSegment* segs, int n, const float* x, int batch, int K, const GemvFusion& f,
                        cudaStream_t s);
 
@@ -153,7 +158,9 @@ struct DeviceSampleOut {
   int32_t pad;
 };
 // params and out may be device memory or pinned host memory (the CUDA backend passes the latter).
+// argmax_slots (GemvFusion::argmax of the GEMV that wrote the logits, or null): greedy rows without logprobs
+// take the id from there and skip the scan of the row; every row's slots are zeroed.
 Status sample_rows(const float* logits, int rows, int vocab, const DeviceSampleRow* params,
-                   DeviceSampleOut* out, cudaStream_t s);
+                   DeviceSampleOut* out, cudaStream_t s, unsigned long long* argmax_slots = nullptr);
 
 }  // namespace spk::cuda

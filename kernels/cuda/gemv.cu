@@ -17,11 +17,15 @@
 //  - accum: accum[b, n] += y[b, n] (the o/down projection adding into the residual stream).
 //  - swiglu: gate and up (segments 0 and 1) computed by the same block, row for row, and
 //    out = silu(gate) * up formed in the epilogue; gate and up are still written.
+//  - argmax: the lm_head's greedy pick; each block atomicMax'es the best of its rows per batch row into one
+//    of kArgmaxSlots slots (spread so that ~32k blocks do not queue on one address), and the sampler reads
+//    32 slots instead of scanning 128k logits (~10 us of the batch-1 step).
 #include <cuda_bf16.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "kernels/cuda/argmax_key.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"
@@ -112,6 +116,7 @@ __global__ void __launch_bounds__(kThreads)
 
   __shared__ float part[2][kThreads / 32][NP];  // double-buffered: a group's reduction vs the next's
   __shared__ float inv[B];
+  __shared__ unsigned long long best[R * B];  // argmax: the keys of this group's outputs
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int it = 0; gi < n_groups; gi += gridDim.x, ++it) {
     float acc[NP];
@@ -173,9 +178,13 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = threadIdx.x; i < R * B; i += kThreads) {
       const int r = i / B, b = i % B;
       const int row = row0_g + r;
-      if (row >= N_g) continue;
+      if (row >= N_g) {
+        if (g.f.argmax) best[i] = 0;
+        continue;
+      }
       const float scale = NORM ? inv[b] : 1.0f;
       const float v = total(i) * scale + (bias_g ? bias_g[row] : 0.0f);
+      if (g.f.argmax) best[i] = argmax_key(v, row);
       const int64_t at = static_cast<int64_t>(b) * N_g + row;
       y_g[at] = v;
       if (g.f.accum) g.f.accum[at] += v;
@@ -183,6 +192,15 @@ __global__ void __launch_bounds__(kThreads)
         const float u = total(R * B + i) * scale + (g.bias[1] ? g.bias[1][row] : 0.0f);
         g.y[1][at] = u;
         g.f.swiglu_out[at] = v / (1.0f + expf(-v)) * u;  // silu_mul's formula
+      }
+    }
+    if (g.f.argmax) {  // the best of this group's rows, per batch row
+      __syncthreads();
+      if (threadIdx.x < B) {
+        unsigned long long k = 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) k = max(k, best[r * B + threadIdx.x]);
+        atomicMax(g.f.argmax + threadIdx.x * kArgmaxSlots + blockIdx.x % kArgmaxSlots, k);
       }
     }
     if constexpr (NORM) {
@@ -195,13 +213,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // Blocks for n_groups groups of `kernel`: one per group (SPARKCTL_GEMV_PERSIST=0), or as many as fit on the
 // SMs at once, each taking the same number of groups in turn, so the weight stream runs without waves of
-// block launches and their ramp-up gaps.
-bool gemv_persist() {
-  static const bool on = [] {
+// block launches and their ramp-up gaps. 1 (the default): persistent except the batch-1 GEMVs of many
+// waves; 2: persistent always (for measuring).
+int gemv_persist() {
+  static const int mode = [] {
     const char* e = std::getenv("SPARKCTL_GEMV_PERSIST");
-    return !(e && std::string(e) == "0");
+    return e && std::string(e) == "0" ? 0 : e && std::string(e) == "2" ? 2 : 1;
   }();
-  return on;
+  return mode;
 }
 
 template <int B, int R, bool SWIGLU, bool NORM>
@@ -218,7 +237,7 @@ cudaError_t launch(const Group& g, int n_groups, const float* x, int K, cudaStre
   int blocks = n_groups;
   // At batch 1 the GEMVs of many waves (gate_up: 14, lm_head: 61) stream at copy bandwidth as they are
   // and lost 2-7 % with persistent blocks (H200, ncu); the short ones (qkv, o, down: 2-3 waves) gained.
-  const bool many_waves = B == 1 && n_groups > 4 * slots;
+  const bool many_waves = B == 1 && n_groups > 4 * slots && gemv_persist() != 2;
   if (gemv_persist() && slots > 0 && n_groups > slots && !many_waves) {
     const int per_block = (n_groups + slots - 1) / slots;
     blocks = (n_groups + per_block - 1) / per_block;
@@ -249,9 +268,14 @@ cudaError_t launch_r(const GemvSegment* segs, int n, const float* x, int K, cons
 }
 
 // Rows per block: more rows cut x re-reads per W byte (x traffic per W byte = 4*B/R); fewer keep more
-// blocks to fill the SMs. 4 at every batch: on the H200 (bench_cuda_kernels) batch-1 GEMVs take 3546 us
-// per 8B step with 4 rows vs 3665 with 2 (qkv 89.6 vs 86.4 % of copy bandwidth, o 80.4 vs 77.8, down
-// 99.5 vs 91.3); batch 2 3942 vs 4267 us. SPARKCTL_GEMV_ROWS=2 takes 2 at batches 1-2, for measuring.
+// blocks to fill the SMs. 4 at every batch for the plain GEMVs: on the H200 (bench_cuda_kernels) batch-1
+// GEMVs take 3546 us per 8B step with 4 rows vs 3665 with 2 (qkv 89.6 vs 86.4 % of copy bandwidth, o 80.4
+// vs 77.8, down 99.5 vs 91.3); batch 2 3942 vs 4267 us. SPARKCTL_GEMV_ROWS=2 takes 2 at batches 1-2.
+//
+// gate/up (swiglu) at batch 1 takes 2 rows of each: in the step's timeline (CUPTI) it added 53.2 us a
+// layer with 2 against 61.5 with 4 (235 MB: 54.9 us at copy bandwidth), while the plain GEMVs lost with
+// 2. Its 4-row kernel holds 2 x 8 rows of 16-byte loads per thread, 128 registers, so only 2 blocks fit
+// on an SM; with 2 rows, 4 fit. SPARKCTL_GEMV_SWIGLU_ROWS=4 (or 2) sets it at batches 1-2, for measuring.
 int small_batch_rows() {
   static const int r = [] {
     const char* e = std::getenv("SPARKCTL_GEMV_ROWS");
@@ -259,12 +283,20 @@ int small_batch_rows() {
   }();
   return r;
 }
+int swiglu_rows(int batch) {
+  static const int r = [] {
+    const char* e = std::getenv("SPARKCTL_GEMV_SWIGLU_ROWS");
+    return e && (std::string(e) == "2" || std::string(e) == "4") ? std::atoi(e) : 0;
+  }();
+  return r ? r : batch == 1 ? 2 : small_batch_rows();
+}
 
 template <int B>
 cudaError_t launch_b(const GemvSegment* segs, int n, const float* x, int K, const GemvFusion& f,
                      cudaStream_t s) {
   if constexpr (B <= 2) {
-    if (small_batch_rows() == 2) return launch_r<B, 2>(segs, n, x, K, f, s);
+    const int rows = f.swiglu_out ? swiglu_rows(B) : small_batch_rows();
+    if (rows == 2) return launch_r<B, 2>(segs, n, x, K, f, s);
   }
   return launch_r<B, 4>(segs, n, x, K, f, s);
 }
@@ -297,6 +329,7 @@ Status gemv_bf16_fused(const GemvSegment* segs, int n, const float* x, int batch
     return make_error("gemv_bf16: swiglu needs gate and up of equal rows (got " + std::to_string(n) +
                       " weights)");
   if (f.accum && n != 1) return make_error("gemv_bf16: accum needs exactly one weight");
+  if (f.argmax && (n != 1 || f.swiglu_out)) return make_error("gemv_bf16: argmax needs exactly one weight");
   if (f.norm_w && !f.norm_out) return make_error("gemv_bf16: norm needs norm_out");
   switch (batch) {
     case 1:

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/cuda/argmax_key.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"
@@ -25,15 +26,6 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
-
-// Monotonic map float -> uint32 (larger float, larger key).
-__device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t u = __float_as_uint(x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float key_value(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
 
 __device__ __forceinline__ float clean(float v) { return isnan(v) ? -INFINITY : v; }
 
@@ -96,13 +88,29 @@ __device__ void bitonic_sort(unsigned long long* a, int n) {
 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* __restrict__ logits, int vocab, const DeviceSampleRow* __restrict__ params,
-                  DeviceSampleOut* __restrict__ out) {
+                  DeviceSampleOut* __restrict__ out, unsigned long long* __restrict__ slots) {
   __shared__ Shared s;
   const int row = blockIdx.x, tid = threadIdx.x;
   const float* L = logits + static_cast<int64_t>(row) * vocab;
   const DeviceSampleRow p = params[row];  // written before the step: read before the wait
   DeviceSampleOut* o = out + row;
   pdl_begin();
+  if (slots) {  // the lm_head GEMV left this row's argmax in its slots: take it (greedy) and clear them
+    static_assert(kArgmaxSlots == 32, "one slot per lane of warp 0");
+    const bool greedy = !p.host && !p.want_logprob && (p.temperature == 0.0f || p.top_k == 1);
+    if (tid < 32) {
+      unsigned long long* slot = slots + static_cast<int64_t>(row) * kArgmaxSlots + tid;
+      unsigned long long k = *slot;
+      *slot = 0;
+      for (int off = 16; off > 0; off >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, off));
+      if (tid == 0) {
+        s.chosen = greedy && k != 0;
+        if (s.chosen) *o = DeviceSampleOut{argmax_key_id(k), 0.0f, 0, 0};
+      }
+    }
+    __syncthreads();
+    if (s.chosen) return;
+  }
   if (p.host) {
     if (tid == 0) *o = DeviceSampleOut{-1, 0.0f, 1, 0};
     return;
@@ -387,9 +395,9 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 Status sample_rows(const float* logits, int rows, int vocab, const DeviceSampleRow* params,
-                   DeviceSampleOut* out, cudaStream_t s) {
+                   DeviceSampleOut* out, cudaStream_t s, unsigned long long* argmax_slots) {
   if (rows == 0) return ok_status();
-  SPK_LAUNCH(sample_kernel, rows, kThreads, 0, s, logits, vocab, params, out);
+  SPK_LAUNCH(sample_kernel, rows, kThreads, 0, s, logits, vocab, params, out, argmax_slots);
   return ok_status();
 }
 
