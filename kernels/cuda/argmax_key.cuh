@@ -16,11 +16,14 @@ __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// (value, id) as one 64-bit key: NaN counts as -inf (the sampler's rule); of equal values the lowest id
-// has the largest key. Never 0, which marks an empty slot.
+// The sampler's rule for logits: NaN counts as -inf.
+__device__ __forceinline__ float nan_as_neg_inf(float v) { return isnan(v) ? -INFINITY : v; }
+
+// (value, id) as one 64-bit key, NaN as -inf; of equal values the lowest id has the largest key. Never 0,
+// which marks an empty slot.
 __device__ __forceinline__ unsigned long long argmax_key(float v, int id) {
-  const float c = isnan(v) ? -INFINITY : v;
-  return (static_cast<unsigned long long>(order_key(c)) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+  return (static_cast<unsigned long long>(order_key(nan_as_neg_inf(v))) << 32) |
+         (0xffffffffu - static_cast<uint32_t>(id));
 }
 __device__ __forceinline__ int argmax_key_id(unsigned long long k) {
   return static_cast<int>(0xffffffffu - static_cast<uint32_t>(k));

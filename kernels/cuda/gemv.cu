@@ -329,7 +329,7 @@ Status gemv_bf16_fused(const GemvSegment* segs, int n, const float* x, int batch
     return make_error("gemv_bf16: swiglu needs gate and up of equal rows (got " + std::to_string(n) +
                       " weights)");
   if (f.accum && n != 1) return make_error("gemv_bf16: accum needs exactly one weight");
-  if (f.argmax && (n != 1 || f.swiglu_out)) return make_error("gemv_bf16: argmax needs exactly one weight");
+  if (f.argmax && n != 1) return make_error("gemv_bf16: argmax needs exactly one weight");
   if (f.norm_w && !f.norm_out) return make_error("gemv_bf16: norm needs norm_out");
   switch (batch) {
     case 1:

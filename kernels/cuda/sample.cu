@@ -27,8 +27,6 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 
-__device__ __forceinline__ float clean(float v) { return isnan(v) ? -INFINITY : v; }
-
 template <class T>
 __device__ T block_reduce(T v, T* scratch, bool is_max) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -136,7 +134,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
         const int i = 4 * (base + u * kThreads);
-        const float e[4] = {clean(v[u].x), clean(v[u].y), clean(v[u].z), clean(v[u].w)};
+        const float e[4] = {nan_as_neg_inf(v[u].x), nan_as_neg_inf(v[u].y), nan_as_neg_inf(v[u].z),
+                            nan_as_neg_inf(v[u].w)};
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           if (e[c] > best) best = e[c], idx = i + c;
@@ -150,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int i = base + u * kThreads;
-      v[u] = i < vocab ? clean(L[i]) : -INFINITY;
+      v[u] = i < vocab ? nan_as_neg_inf(L[i]) : -INFINITY;
     }
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
@@ -185,12 +184,12 @@ __global__ void __launch_bounds__(kThreads)
   const bool finite_max = isfinite(maxl);
   if (p.want_logprob && finite_max) {
     double acc = 0;
-    for (int i = tid; i < vocab; i += kThreads) acc += exp(static_cast<double>(clean(L[i]) - maxl));
+    for (int i = tid; i < vocab; i += kThreads) acc += exp(static_cast<double>(nan_as_neg_inf(L[i]) - maxl));
     log_s = log(block_reduce<double>(acc, s.dscratch, false));
   }
   auto logprob_of = [&](int id) -> float {
     if (!finite_max) return -INFINITY;
-    return static_cast<float>(static_cast<double>(clean(L[id]) - maxl) - log_s);
+    return static_cast<float>(static_cast<double>(nan_as_neg_inf(L[id]) - maxl) - log_s);
   };
 
   if (p.temperature == 0.0f || !finite_max || p.top_k == 1) {
@@ -198,7 +197,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const float inv_t = 1.0f / p.temperature;
-  auto xval = [&](int i) { return (clean(L[i]) - maxl) * inv_t; };
+  auto xval = [&](int i) { return (nan_as_neg_inf(L[i]) - maxl) * inv_t; };
 
   const bool topk = p.top_k > 0 && p.top_k < n_fin;
   const bool window = !topk && (p.top_p < 1.0f || p.min_p > 0.0f);
@@ -212,7 +211,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!topk) {
     double acc = 0;
     for (int i = tid; i < vocab; i += kThreads) {
-      const float l = clean(L[i]);
+      const float l = nan_as_neg_inf(L[i]);
       if (l != -INFINITY) acc += static_cast<double>(expf(xval(i)));
     }
     Z = block_reduce<double>(acc, s.dscratch, false);
@@ -225,7 +224,7 @@ __global__ void __launch_bounds__(kThreads)
     double local = 0;
     int last_fin = -1;
     for (int i = lo; i < hi; ++i) {
-      const float l = clean(L[i]);
+      const float l = nan_as_neg_inf(L[i]);
       if (l == -INFINITY) continue;
       local += static_cast<double>(static_cast<float>(static_cast<double>(expf(xval(i))) / Z));
       last_fin = i;
@@ -252,7 +251,7 @@ __global__ void __launch_bounds__(kThreads)
     if (local > 0 && target < before + local) {
       double cum = before;
       for (int i = lo; i < hi; ++i) {
-        const float l = clean(L[i]);
+        const float l = nan_as_neg_inf(L[i]);
         if (l == -INFINITY) continue;
         cum += static_cast<double>(static_cast<float>(static_cast<double>(expf(xval(i))) / Z));
         if (target < cum) {
@@ -277,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const uint32_t prefix = s.prefix, mask = s.mask;
     for (int i = tid; i < vocab; i += kThreads) {
-      if (clean(L[i]) == -INFINITY) continue;
+      if (nan_as_neg_inf(L[i]) == -INFINITY) continue;
       const uint32_t k = order_key(xval(i));
       if ((k & mask) == prefix) atomicAdd(&s.hist[(k >> shift) & 255u], 1u);
     }
@@ -302,7 +301,7 @@ __global__ void __launch_bounds__(kThreads)
     const int i = base + tid;
     bool gt = false, eq = false;
     uint32_t k = 0;
-    if (i < vocab && clean(L[i]) != -INFINITY) {
+    if (i < vocab && nan_as_neg_inf(L[i]) != -INFINITY) {
       k = order_key(xval(i));
       gt = k > kth;
       eq = k == kth;
