@@ -7,9 +7,9 @@ Steps are cut at each launch of the first kernel (embedding). The last N steps w
 the most common count are kept (the decode steps of one batch size). Per kernel name, medians per step:
     n      launches per step
     busy   sum of (end - start): time the kernel was resident, its PDL wait included
-    adds   sum of (end_i - max end before i): what the kernel adds to the step's critical path
-The step's span (first start to last end) and the gap to the next step's first kernel (host time)
-follow.
+    adds   sum of (end_i - max(start_i, max end before i)): what the kernel adds to the critical path
+Time in which no kernel ran (a kernel starting after everything before it ended: the host between
+steps, whose first kernels may precede the cut) is "idle", per step. span = sum of adds + idle.
 """
 import argparse
 import collections
@@ -46,28 +46,27 @@ def main():
     steps.append(cur)
     count = collections.Counter(len(s) for s in steps).most_common(1)[0][0]
     idx = [i for i, s in enumerate(steps) if len(s) == count][-a.steps:]
-    spans, gaps = [], []
+    spans, idles = [], []
     per = collections.defaultdict(lambda: ([], [], []))  # name -> (n, busy, adds) per step
     for i in idx:
         s = steps[i]
-        spans.append((s[-1][1] - s[0][0]) / 1e3)
-        if i + 1 < len(steps):
-            gaps.append((steps[i + 1][0][0] - max(r[1] for r in s)) / 1e3)
         n, busy, adds = collections.Counter(), collections.Counter(), collections.Counter()
-        end_max = s[0][0]
+        end_max, idle = s[0][0], 0
         for st, en, _, name in s:
             n[name] += 1
             busy[name] += (en - st) / 1e3
-            adds[name] += max(0, en - end_max) / 1e3
+            adds[name] += max(0, en - max(st, end_max)) / 1e3
+            idle += max(0, st - end_max)
             end_max = max(end_max, en)
+        spans.append((end_max - s[0][0]) / 1e3)
+        idles.append(idle / 1e3)
         for name in n:
             per[name][0].append(n[name])
             per[name][1].append(busy[name])
             per[name][2].append(adds[name])
     med = statistics.median
     print(f"{len(idx)} steps of {count} kernels; span median {med(spans):.1f} us "
-          f"(min {min(spans):.1f}, max {max(spans):.1f}); gap to the next step median "
-          f"{med(gaps) if gaps else float('nan'):.1f} us")
+          f"(min {min(spans):.1f}, max {max(spans):.1f}); idle (no kernel running) median {med(idles):.1f} us")
     total = 0.0
     print(f"{'kernel':60s} {'n':>4s} {'busy us':>9s} {'adds us':>9s} {'adds/launch':>11s}")
     for name, (n, busy, adds) in sorted(per.items(), key=lambda kv: -med(kv[1][2])):
