@@ -28,8 +28,10 @@ Status SelfAttention::load(Backend& be, const WeightSource& src, const std::stri
     SPK_TRY(q_norm.load(be, src, p + ".q_norm.weight", hd, c.rms_norm_eps));
     SPK_TRY(k_norm.load(be, src, p + ".k_norm.weight", hd, c.rms_norm_eps));
   }
-  params.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  params.sliding_window = c.sliding_window;
+  // yarn multiplies cos and sin by its attention factor, so q.k carries its square.
+  const double af = rope_attention_factor(c.rope());
+  params.scale = static_cast<float>(af * af / std::sqrt(static_cast<double>(hd)));
+  params.sliding_window = c.sliding_window;  // the decoder layer narrows it to its own layer
   return ok_status();
 }
 
@@ -56,9 +58,9 @@ Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_fre
 Status Mlp::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c,
                  const TpContext& tp) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, tp.plan.mlp, false));
-  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, tp.plan.mlp, false));
-  return down_proj.load(be, src, p + ".down_proj", H, I, tp.plan.mlp, false, *tp.comm);
+  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, tp.plan.mlp, c.mlp_bias));
+  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, tp.plan.mlp, c.mlp_bias));
+  return down_proj.load(be, src, p + ".down_proj", H, I, tp.plan.mlp, c.mlp_bias, *tp.comm);
 }
 
 Status Mlp::forward(Backend& be, Activations& a) const {
@@ -75,6 +77,7 @@ Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const
   SPK_TRY(post_attention_layernorm.load(be, src, p + ".post_attention_layernorm.weight", c.hidden_size,
                                         c.rms_norm_eps));
   SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
+  self_attn.params.sliding_window = c.layer_window(index);
   return mlp.load(be, src, p + ".mlp", c, tp);
 }
 

@@ -22,6 +22,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
                         "use a Llama, Mistral, Qwen2 or Qwen3 checkpoint");
   }
   SPK_ASSIGN(TpShardPlan plan, plan_tp_shard(config, opts.tp_rank, opts.tp_world));
+  if (config.text_config_wrapper) weights = language_model_weights(std::move(weights));
   if (opts.tp_world > 1 && opts.comm == nullptr)
     return make_error(
         "tensor-parallel world " + std::to_string(opts.tp_world) + " needs the group's communicator",

@@ -1,10 +1,13 @@
-// config.json -> ModelConfig. Required keys are the shape facts; optional keys take the defaults that
-// transformers' config class for that architecture uses. Every bad key is named with the file.
+// config.json -> ModelConfig, in both of transformers' spellings (4.x rope_theta/rope_scaling/torch_dtype,
+// 5.x rope_parameters/dtype/layer_types) and from a wrapper's text_config. Optional keys take the defaults
+// of transformers' config class for that architecture. A key that would change the output and is not
+// implemented is an error naming it, never a silent default.
 #include "runtime/model/model_config.h"
 
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/fs.h"
+#include "runtime/model/config_reader.h"
 
 namespace spk::rt {
 
@@ -13,99 +16,173 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+constexpr const char* kSupportedTypes = "llama, mistral, qwen2, qwen3";
 
-struct Reader {
-  const json& j;
-  const std::string& path;
-  std::string prefix;  // "rope_scaling." for nested objects
-
-  Error bad(const std::string& key, const std::string& what) const {
-    return make_error(path + ": key \"" + prefix + key + "\" " + what,
-                      "fix config.json or regenerate the checkpoint");
-  }
-  bool present(const char* key) const { return j.contains(key) && !j[key].is_null(); }
-
-  // Positive (or >= min) integer; required when `def` is empty.
-  Result<int> integer(const char* key, std::optional<int> def = {}, int min = 1) const {
-    if (!present(key)) {
-      if (def) return *def;
-      return bad(key, "is missing");
-    }
-    const json& v = j[key];
-    if (!v.is_number_integer()) return bad(key, "must be an integer, got " + v.dump());
-    const auto x = v.get<int64_t>();
-    if (x < min || x > INT32_MAX)
-      return bad(key, "must be an integer >= " + std::to_string(min) + ", got " + v.dump());
-    return static_cast<int>(x);
-  }
-  Result<double> number(const char* key, double def) const {
-    if (!present(key)) return def;
-    const json& v = j[key];
-    if (!v.is_number()) return bad(key, "must be a number, got " + v.dump());
-    const double x = v.get<double>();
-    if (!(x > 0)) return bad(key, "must be > 0, got " + v.dump());
-    return x;
-  }
-  Result<bool> boolean(const char* key, bool def) const {
-    if (!present(key)) return def;
-    if (!j[key].is_boolean()) return bad(key, "must be true or false, got " + j[key].dump());
-    return j[key].get<bool>();
-  }
+struct Family {
+  const char* architecture;
+  const char* model_type;
+  Arch arch;
 };
+constexpr Family kFamilies[] = {{"LlamaForCausalLM", "llama", Arch::llama},
+                                {"MistralForCausalLM", "mistral", Arch::mistral},
+                                {"Qwen2ForCausalLM", "qwen2", Arch::qwen2},
+                                {"Qwen3ForCausalLM", "qwen3", Arch::qwen3}};
 
-Result<std::optional<RopeScaling>> parse_rope_scaling(const Reader& r) {
-  if (!r.present("rope_scaling")) return std::optional<RopeScaling>{};
-  const json& rs = r.j["rope_scaling"];
-  if (!rs.is_object()) return r.bad("rope_scaling", "must be an object or null, got " + rs.dump());
-  std::string type;
-  for (const char* k : {"rope_type", "type"}) {
-    if (rs.contains(k) && rs[k].is_string()) {
-      type = rs[k].get<std::string>();
+// Architecture from `architectures`; a wrapper (text_config) is recognised by its text model_type.
+Status parse_architecture(const ConfigReader& top, const ConfigReader& r, bool wrapper, ModelConfig& c) {
+  if (wrapper) {
+    SPK_ASSIGN(std::string type, r.string("model_type", ""));
+    for (const Family& f : kFamilies)
+      if (type == f.model_type) {
+        c.arch = f.arch, c.text_config_wrapper = true;
+        // The wrapper's name (e.g. Mistral3ForConditionalGeneration), as transformers reports it.
+        const json& archs = top.j.contains("architectures") ? top.j["architectures"] : json();
+        c.architecture = archs.is_array() && !archs.empty() && archs[0].is_string()
+                             ? archs[0].get<std::string>()
+                             : f.architecture;
+        return ok_status();
+      }
+    return r.bad("model_type",
+                 "is \"" + type + "\"; the text model of a wrapper must be one of " + kSupportedTypes);
+  }
+  if (!top.present("architectures"))
+    return top.bad("architectures", "is missing (supported: " + std::string(kSupported) + ")");
+  const json& archs = top.j["architectures"];
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
+    return top.bad("architectures", "must be a non-empty list of strings, got " + ConfigReader::dump(archs));
+  c.architecture = archs[0].get<std::string>();
+  for (const Family& f : kFamilies)
+    if (c.architecture == f.architecture) {
+      c.arch = f.arch;
+      return ok_status();
+    }
+  return make_error(
+      top.path + ": architecture \"" + c.architecture + "\" is not supported (supported: " + kSupported + ")",
+      "use a checkpoint of a supported architecture");
+}
+
+Status parse_shape(const ConfigReader& r, ModelConfig& c) {
+  SPK_ASSIGN(c.hidden_size, r.integer("hidden_size"));
+  SPK_ASSIGN(c.intermediate_size, r.integer("intermediate_size"));
+  SPK_ASSIGN(c.num_hidden_layers, r.integer("num_hidden_layers"));
+  SPK_ASSIGN(c.num_attention_heads, r.integer("num_attention_heads"));
+  // Class defaults when the key is absent (null means "same as the query heads" everywhere).
+  const int kv_default =
+      !r.j.contains("num_key_value_heads") && c.arch == Arch::mistral ? 8
+      : !r.j.contains("num_key_value_heads") && (c.arch == Arch::qwen2 || c.arch == Arch::qwen3)
+          ? 32
+          : c.num_attention_heads;
+  SPK_ASSIGN(c.num_key_value_heads, r.integer("num_key_value_heads", kv_default));
+  if (c.num_key_value_heads > c.num_attention_heads || c.num_attention_heads % c.num_key_value_heads != 0)
+    return r.bad("num_key_value_heads", "(" + std::to_string(c.num_key_value_heads) +
+                                            ") must divide num_attention_heads (" +
+                                            std::to_string(c.num_attention_heads) + ")");
+  // Qwen3's class default is 128 whatever the hidden size; the others derive it.
+  const bool derive = c.arch != Arch::qwen3 || r.j.contains("head_dim");
+  if (derive && !r.present("head_dim") && c.hidden_size % c.num_attention_heads != 0)
+    return r.bad("head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
+  SPK_ASSIGN(c.head_dim, r.integer("head_dim", derive ? c.hidden_size / c.num_attention_heads : 128));
+  if (c.head_dim % 2 != 0)
+    return r.bad("head_dim", "must be even for RoPE, got " + std::to_string(c.head_dim));
+  SPK_ASSIGN(c.vocab_size, r.integer("vocab_size"));
+  const int max_pos_default = c.arch == Arch::llama ? 2048 : c.arch == Arch::mistral ? 131072 : 32768;
+  SPK_ASSIGN(c.max_position_embeddings, r.integer("max_position_embeddings", max_pos_default));
+  SPK_ASSIGN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6));
+  SPK_ASSIGN(std::string act, r.string("hidden_act", "silu"));
+  if (act != "silu" && act != "swish")
+    return r.bad("hidden_act", "is \"" + act + "\"; only \"silu\" (alias \"swish\") is supported");
+  return ok_status();
+}
+
+// Per-layer sliding windows. Mistral: sliding_window on every layer (class default 4096; null = full).
+// Qwen2/3: only with use_sliding_window, on the layers layer_types marks "sliding_attention", or when it
+// is absent on layers >= max_window_layers. Llama has none (transformers ignores the key).
+Status parse_sliding(const ConfigReader& r, ModelConfig& c) {
+  if (c.arch == Arch::llama) return ok_status();
+  if (c.arch == Arch::mistral) {
+    SPK_ASSIGN(c.sliding_window, r.integer("sliding_window", r.j.contains("sliding_window") ? 0 : 4096, 0));
+    return ok_status();
+  }
+  SPK_ASSIGN(bool use, r.boolean("use_sliding_window", false));
+  SPK_ASSIGN(int window, r.integer("sliding_window", r.j.contains("sliding_window") ? 0 : 4096, 0));
+  SPK_ASSIGN(int max_window_layers, r.integer("max_window_layers", 28, 0));
+  std::vector<bool> sliding(c.num_hidden_layers, false);
+  if (r.present("layer_types")) {
+    const json& lt = r.j["layer_types"];
+    if (!lt.is_array() || static_cast<int>(lt.size()) != c.num_hidden_layers)
+      return r.bad("layer_types", "must list num_hidden_layers (" + std::to_string(c.num_hidden_layers) +
+                                      ") entries, got " + ConfigReader::dump(lt));
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      const json& t = lt[i];
+      if (t == "sliding_attention") {
+        sliding[i] = true;
+      } else if (t != "full_attention") {
+        return r.bad("layer_types", "entry " + std::to_string(i) + " is " + ConfigReader::dump(t) +
+                                        "; supported: \"full_attention\", \"sliding_attention\"");
+      }
+    }
+  } else {
+    for (int i = max_window_layers; i < c.num_hidden_layers; ++i) sliding[i] = true;
+  }
+  if (!use || window == 0) return ok_status();  // transformers: sliding_window = None -> full everywhere
+  c.sliding_window = window;
+  c.sliding_layers = std::move(sliding);
+  return ok_status();
+}
+
+Status parse_family(const ConfigReader& r, ModelConfig& c) {
+  switch (c.arch) {
+    case Arch::llama: {
+      SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
+      SPK_ASSIGN(c.mlp_bias, r.boolean("mlp_bias", false));
+      break;
+    }
+    case Arch::mistral:  // transformers' Mistral has no biases whatever the config says
+      break;
+    case Arch::qwen2:
+      c.attention_bias = true;  // Qwen2 q/k/v projections always carry a bias
+      break;
+    case Arch::qwen3: {
+      SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
+      c.qk_norm = true;
       break;
     }
   }
-  if (type.empty()) return r.bad("rope_scaling", "has no string \"rope_type\"");
-  if (type == "default") return std::optional<RopeScaling>{};
-  if (type != "llama3")
-    return r.bad("rope_scaling",
-                 "has rope_type \"" + type + "\", which is not supported (supported: llama3, default)");
-  const Reader sub{rs, r.path, "rope_scaling."};
-  RopeScaling out;
-  for (const char* k : {"factor", "low_freq_factor", "high_freq_factor"})
-    if (!sub.present(k)) return sub.bad(k, "is missing");
-  SPK_ASSIGN(out.factor, sub.number("factor", 0));
-  SPK_ASSIGN(out.low_freq_factor, sub.number("low_freq_factor", 0));
-  SPK_ASSIGN(out.high_freq_factor, sub.number("high_freq_factor", 0));
-  SPK_ASSIGN(out.original_max_position_embeddings, sub.integer("original_max_position_embeddings"));
-  if (out.high_freq_factor <= out.low_freq_factor)
-    return sub.bad("high_freq_factor", "must be greater than low_freq_factor");
-  return std::optional<RopeScaling>(out);
+  return parse_sliding(r, c);
 }
 
-Result<DType> parse_torch_dtype(const Reader& r) {
-  const char* key = r.present("torch_dtype") ? "torch_dtype" : (r.present("dtype") ? "dtype" : nullptr);
+Result<DType> parse_torch_dtype(const ConfigReader& r) {
+  const char* key = r.present("dtype") ? "dtype" : (r.present("torch_dtype") ? "torch_dtype" : nullptr);
   if (key == nullptr) return DType::bf16;
   const json& v = r.j[key];
   const std::string s = v.is_string() ? v.get<std::string>() : "";
   if (s == "bfloat16") return DType::bf16;
   if (s == "float16") return DType::f16;
   if (s == "float32") return DType::f32;
-  return r.bad(key, "must be \"bfloat16\", \"float16\" or \"float32\", got " + v.dump());
+  return r.bad(key, "must be \"bfloat16\", \"float16\" or \"float32\", got " + ConfigReader::dump(v));
+}
+
+Status parse_token_ids(const ConfigReader& r, ModelConfig& c) {
+  SPK_ASSIGN(c.bos_token_id, r.integer("bos_token_id", -1, 0));
+  if (!r.present("eos_token_id")) return ok_status();
+  const json& e = r.j["eos_token_id"];
+  auto one = [&](const json& v) -> Status {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)
+      return r.bad("eos_token_id",
+                   "entry " + ConfigReader::dump(v) + " is not a token id in [0, vocab_size)");
+    c.eos_token_ids.push_back(v.get<int>());
+    return ok_status();
+  };
+  if (!e.is_array()) return one(e);
+  for (const auto& v : e) SPK_TRY(one(v));
+  return ok_status();
 }
 
 }  // namespace
 
 const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::llama:
-      return "llama";
-    case Arch::mistral:
-      return "mistral";
-    case Arch::qwen2:
-      return "qwen2";
-    case Arch::qwen3:
-      return "qwen3";
-  }
+  for (const Family& f : kFamilies)
+    if (f.arch == a) return f.model_type;
   return "?";
 }
 
@@ -117,88 +194,30 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
     return make_error(path + ": not valid JSON: " + e.what(), "fix config.json or regenerate the checkpoint");
   }
   if (!j.is_object()) return make_error(path + ": not a JSON object", "fix config.json");
-  const Reader r{j, path, ""};
+  const ConfigReader top{j, path, ""};
+  const bool wrapper = top.present("text_config");
+  if (wrapper && !j["text_config"].is_object())
+    return top.bad("text_config", "must be an object, got " + ConfigReader::dump(j["text_config"]));
+  const ConfigReader r = wrapper ? top.sub(j["text_config"], "text_config") : top;
+
   ModelConfig c;
-
-  if (!r.present("architectures"))
-    return r.bad("architectures", "is missing (supported: " + std::string(kSupported) + ")");
-  const json& archs = j["architectures"];
-  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
-    return r.bad("architectures", "must be a non-empty list of strings, got " + archs.dump());
-  c.architecture = archs[0].get<std::string>();
-  if (c.architecture == "LlamaForCausalLM") {
-    c.arch = Arch::llama;
-  } else if (c.architecture == "MistralForCausalLM") {
-    c.arch = Arch::mistral;
-  } else if (c.architecture == "Qwen2ForCausalLM") {
-    c.arch = Arch::qwen2;
-  } else if (c.architecture == "Qwen3ForCausalLM") {
-    c.arch = Arch::qwen3;
-  } else {
-    return make_error(
-        path + ": architecture \"" + c.architecture + "\" is not supported (supported: " + kSupported + ")",
-        "use a checkpoint of a supported architecture");
-  }
-  if (r.present("hidden_act") && j["hidden_act"] != "silu")
-    return r.bad("hidden_act", "is " + j["hidden_act"].dump() + "; only \"silu\" is supported");
-
-  SPK_ASSIGN(c.hidden_size, r.integer("hidden_size"));
-  SPK_ASSIGN(c.intermediate_size, r.integer("intermediate_size"));
-  SPK_ASSIGN(c.num_hidden_layers, r.integer("num_hidden_layers"));
-  SPK_ASSIGN(c.num_attention_heads, r.integer("num_attention_heads"));
-  SPK_ASSIGN(c.num_key_value_heads, r.integer("num_key_value_heads", c.num_attention_heads));
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    return r.bad("num_key_value_heads", "(" + std::to_string(c.num_key_value_heads) +
-                                            ") must divide num_attention_heads (" +
-                                            std::to_string(c.num_attention_heads) + ")");
-  if (!r.present("head_dim") && c.hidden_size % c.num_attention_heads != 0)
-    return r.bad("head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
-  SPK_ASSIGN(c.head_dim, r.integer("head_dim", c.hidden_size / c.num_attention_heads));
-  SPK_ASSIGN(c.vocab_size, r.integer("vocab_size"));
-  SPK_ASSIGN(c.max_position_embeddings, r.integer("max_position_embeddings"));
-  SPK_ASSIGN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6));
-  SPK_ASSIGN(c.rope_theta, r.number("rope_theta", 10000.0));
-  SPK_ASSIGN(c.rope_scaling, parse_rope_scaling(r));
-  SPK_ASSIGN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
-  SPK_ASSIGN(c.torch_dtype, parse_torch_dtype(r));
-
-  switch (c.arch) {
-    case Arch::llama: {
-      SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
-      break;
-    }
-    case Arch::mistral: {
-      SPK_ASSIGN(c.sliding_window, r.integer("sliding_window", 0, 0));
-      break;
-    }
-    case Arch::qwen2:
-    case Arch::qwen3: {
-      if (c.arch == Arch::qwen2) {
-        c.attention_bias = true;  // Qwen2 q/k/v projections always carry a bias
-      } else {
-        SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
-        c.qk_norm = true;
-      }
-      SPK_ASSIGN(bool sw, r.boolean("use_sliding_window", false));
-      if (sw) return r.bad("use_sliding_window", "is true; Qwen sliding-window layers are not supported");
-      break;
-    }
-  }
-
-  SPK_ASSIGN(c.bos_token_id, r.integer("bos_token_id", -1, 0));
-  if (r.present("eos_token_id")) {
-    const json& e = j["eos_token_id"];
-    auto one = [&](const json& v) -> Status {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)
-        return r.bad("eos_token_id", "entry " + v.dump() + " is not a token id in [0, vocab_size)");
-      c.eos_token_ids.push_back(v.get<int>());
-      return ok_status();
-    };
-    if (e.is_array()) {
-      for (const auto& v : e) SPK_TRY(one(v));
-    } else {
-      SPK_TRY(one(e));
-    }
+  try {
+    SPK_TRY(parse_architecture(top, r, wrapper, c));
+    SPK_TRY(parse_shape(r, c));
+    SPK_ASSIGN(RopeConfig rope, parse_rope_config(r, 10000.0, c.max_position_embeddings));
+    c.rope_theta = rope.theta, c.rope_scaling = rope.scaling;
+    // A wrapper's own tie_word_embeddings decides (transformers ties the wrapper model's lm_head by it:
+    // Mistral3 saves none with text_config false, top-level true); dtype may sit at either level.
+    const ConfigReader& tie = wrapper && top.present("tie_word_embeddings") ? top : r;
+    SPK_ASSIGN(c.tie_word_embeddings, tie.boolean("tie_word_embeddings", false));
+    const ConfigReader& dt = r.present("dtype") || r.present("torch_dtype") ? r : top;
+    SPK_ASSIGN(c.torch_dtype, parse_torch_dtype(dt));
+    SPK_TRY(parse_family(r, c));
+    const ConfigReader& ids = r.present("eos_token_id") || r.present("bos_token_id") ? r : top;
+    SPK_TRY(parse_token_ids(ids, c));
+  } catch (const json::exception& e) {  // a typed read above that the checks missed: never abort
+    return make_error(path + ": unexpected value: " + e.what(),
+                      "fix config.json or regenerate the checkpoint");
   }
   return c;
 }

@@ -8,20 +8,11 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "runtime/model/rope_config.h"
 
 namespace spk::rt {
 
 enum class Arch { llama, mistral, qwen2, qwen3 };
-
-// Llama 3 "rope_scaling": {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
-// original_max_position_embeddings}. Other rope types are refused by name.
-struct RopeScaling {
-  std::string rope_type = "llama3";
-  double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int original_max_position_embeddings = 8192;
-};
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -36,15 +27,30 @@ struct ModelConfig {
   int vocab_size = 0;
   int max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  std::optional<RopeScaling> rope_scaling;
+  double rope_theta = 10000.0;              // rope_parameters.rope_theta or rope_theta
+  std::optional<RopeScaling> rope_scaling;  // rope_parameters / rope_scaling; empty = default rope
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2: always true)
+  bool mlp_bias = false;        // gate/up/down carry a bias (Llama's mlp_bias)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
   int sliding_window = 0;       // 0 = full attention (Mistral may set it)
+  // Which layers use sliding_window (Qwen2/3 layer_types, or use_sliding_window + max_window_layers);
+  // empty = every layer.
+  std::vector<bool> sliding_layers;
+  // The language model sits under a wrapper (config "text_config", e.g. Mistral3ForConditionalGeneration):
+  // its weights may be stored as model.language_model.* or language_model.model.*.
+  bool text_config_wrapper = false;
   DType torch_dtype = DType::bf16;
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
+
+  [[nodiscard]] RopeConfig rope() const { return {rope_theta, rope_scaling}; }
+  // 0 = full attention for layer i.
+  [[nodiscard]] int layer_window(int i) const {
+    if (sliding_window <= 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return i >= 0 && i < static_cast<int>(sliding_layers.size()) && sliding_layers[i] ? sliding_window : 0;
+  }
 };
 
 // `path` is only used in error messages.

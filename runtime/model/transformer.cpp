@@ -50,12 +50,7 @@ Status Transformer::load(const WeightSource& src) {
     SPK_TRY(lm_head_.load(*be_, src, "lm_head.weight", c.vocab_size, c.hidden_size, tp_.plan, *tp_.comm));
     weight_bytes_ += lm_head_.w.nbytes();
   }
-  Llama3RopeScaling l3;
-  if (c.rope_scaling) {
-    l3 = {c.rope_scaling->factor, c.rope_scaling->low_freq_factor, c.rope_scaling->high_freq_factor,
-          c.rope_scaling->original_max_position_embeddings};
-  }
-  const std::vector<float> inv = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling ? &l3 : nullptr);
+  const std::vector<float> inv = rope_inv_freq(c.head_dim, c.rope());
   SPK_ASSIGN(inv_freq_, be_->alloc(DType::f32, {static_cast<int64_t>(inv.size())}));
   return be_->upload(inv_freq_, inv.data(), inv.size() * sizeof(float));
 }

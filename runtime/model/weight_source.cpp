@@ -46,6 +46,16 @@ void MemoryWeights::put_bf16(const std::string& name, std::vector<int64_t> shape
   t_[name] = std::move(e);
 }
 
+void MemoryWeights::put_f16(const std::string& name, std::vector<int64_t> shape,
+                            const std::vector<float>& values) {
+  Entry e{DType::f16, std::move(shape), std::vector<uint8_t>(values.size() * 2)};
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t h = f32_to_f16(values[i]);
+    std::memcpy(e.bytes.data() + 2 * i, &h, 2);
+  }
+  t_[name] = std::move(e);
+}
+
 Result<HostWeight> MemoryWeights::get(const std::string& name) const {
   auto it = t_.find(name);
   if (it == t_.end())
@@ -56,6 +66,39 @@ Result<HostWeight> MemoryWeights::get(const std::string& name) const {
 
 std::shared_ptr<void> MemoryWeights::keepalive() const {
   return std::const_pointer_cast<MemoryWeights>(shared_from_this());
+}
+
+namespace {
+
+class LanguageModelWeights final : public WeightSource {
+ public:
+  explicit LanguageModelWeights(std::shared_ptr<WeightSource> inner) : inner_(std::move(inner)) {}
+  [[nodiscard]] bool has(const std::string& name) const override { return inner_->has(resolve(name)); }
+  [[nodiscard]] Result<HostWeight> get(const std::string& name) const override {
+    return inner_->get(resolve(name));
+  }
+  [[nodiscard]] std::shared_ptr<void> keepalive() const override { return inner_->keepalive(); }
+
+ private:
+  [[nodiscard]] std::string resolve(const std::string& name) const {
+    std::vector<std::string> candidates;
+    if (name.rfind("model.", 0) == 0) {
+      const std::string rest = name.substr(6);
+      candidates = {"model.language_model." + rest, "language_model.model." + rest};
+    } else if (name.rfind("lm_head.", 0) == 0) {
+      candidates = {"language_model." + name};
+    }
+    for (const auto& c : candidates)
+      if (inner_->has(c)) return c;
+    return name;  // as stored (an error from get() names it)
+  }
+  std::shared_ptr<WeightSource> inner_;
+};
+
+}  // namespace
+
+std::shared_ptr<WeightSource> language_model_weights(std::shared_ptr<WeightSource> inner) {
+  return std::make_shared<LanguageModelWeights>(std::move(inner));
 }
 
 }  // namespace spk::rt

@@ -30,12 +30,19 @@ class WeightSource {
 // model.safetensors or an indexed set of shards in `dir`.
 Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir);
 
+// The language model of a wrapper checkpoint (config.json with text_config): "model.X" is found under
+// model.language_model.X (transformers 5) or language_model.model.X (4.x), "lm_head.weight" under
+// language_model.lm_head.weight as well; other towers' tensors are never read.
+std::shared_ptr<WeightSource> language_model_weights(std::shared_ptr<WeightSource> inner);
+
 // Tensors in memory (tests, tools).
 class MemoryWeights final : public WeightSource, public std::enable_shared_from_this<MemoryWeights> {
  public:
   void put_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values);
   // Stores the values rounded to bf16.
   void put_bf16(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values);
+  // Stores the values rounded to f16.
+  void put_f16(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& values);
 
   [[nodiscard]] bool has(const std::string& name) const override { return t_.count(name) != 0; }
   [[nodiscard]] Result<HostWeight> get(const std::string& name) const override;

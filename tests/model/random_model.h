@@ -34,7 +34,8 @@ inline rt::ModelConfig small_config(rt::Arch arch) {
     case rt::Arch::llama:
       c.architecture = "LlamaForCausalLM";
       c.rope_theta = 500000.0;
-      c.rope_scaling = rt::RopeScaling{"llama3", 8.0, 1.0, 4.0, 64};  // small original ctx: all 3 bands used
+      c.rope_scaling = rt::RopeScaling{};                     // llama3, factor 8, low 1, high 4
+      c.rope_scaling->original_max_position_embeddings = 64;  // small original ctx: all 3 bands used
       break;
     case rt::Arch::mistral:
       c.architecture = "MistralForCausalLM";
@@ -82,7 +83,10 @@ inline std::string config_json(const rt::ModelConfig& c) {
 }
 
 // Weights with a sane init (std 0.02 * sqrt(64 / fan_in) for matrices, norms around 1).
-inline std::shared_ptr<rt::MemoryWeights> random_weights(const rt::ModelConfig& c, uint64_t seed) {
+// Matrices stored as `matrix_dtype` (bf16, f16 or f32; values rounded to bf16 first either way, so every
+// dtype holds the same numbers up to f16 rounding), vectors as f32.
+inline std::shared_ptr<rt::MemoryWeights> random_weights(const rt::ModelConfig& c, uint64_t seed,
+                                                         DType matrix_dtype = DType::bf16) {
   auto w = std::make_shared<rt::MemoryWeights>();
   std::mt19937_64 rng(seed);
   auto randn = [&](int64_t n, float scale, float mean = 0) {
@@ -94,7 +98,14 @@ inline std::shared_ptr<rt::MemoryWeights> random_weights(const rt::ModelConfig& 
   const int64_t H = c.hidden_size, I = c.intermediate_size, hq = c.num_attention_heads,
                 hk = c.num_key_value_heads, hd = c.head_dim, V = c.vocab_size;
   auto mat = [&](const std::string& name, int64_t out, int64_t in) {
-    w->put_bf16(name, {out, in}, randn(out * in, 0.5f / std::sqrt(static_cast<float>(in))));
+    std::vector<float> v = randn(out * in, 0.5f / std::sqrt(static_cast<float>(in)));
+    for (auto& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    if (matrix_dtype == DType::f32)
+      w->put_f32(name, {out, in}, v);
+    else if (matrix_dtype == DType::f16)
+      w->put_f16(name, {out, in}, v);
+    else
+      w->put_bf16(name, {out, in}, v);
   };
   auto vec = [&](const std::string& name, int64_t d, float scale, float mean) {
     w->put_f32(name, {d}, randn(d, scale, mean));
