@@ -118,6 +118,9 @@ class Backend {
   // the device; want == f32: converted copy. Other conversions are refused.
   virtual Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
                                        std::shared_ptr<void> keepalive, DType want) = 0;
+  // The dtype this backend keeps a matrix weight stored as `src` in (import_weight's `want` when no f32
+  // copy is asked for). CPU: as stored. CUDA: bf16, so f16 and f32 checkpoints are converted at load.
+  [[nodiscard]] virtual DType weight_dtype(DType src) const { return src; }
   virtual Status upload(const Tensor& dst, const void* host, size_t bytes) = 0;
   virtual Status download(const Tensor& src, void* host, size_t bytes) = 0;
 

@@ -138,9 +138,12 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  [[nodiscard]] DType weight_dtype(DType /*src*/) const override { return DType::bf16; }
+
   Result<Tensor> import_weight(const void* host, DType src, std::vector<int64_t> shape,
                                std::shared_ptr<void> keepalive, DType want) override {
-    if (want != src && want != DType::f32)
+    const bool to_bf16 = want == DType::bf16 && (src == DType::f16 || src == DType::f32);
+    if (want != src && want != DType::f32 && !to_bf16)
       return op_error("import_weight", std::string("cannot convert ") + std::string(dtype_name(src)) +
                                            " to " + std::string(dtype_name(want)));
     Tensor t;
@@ -157,6 +160,18 @@ class CudaBackend final : public Backend {
       if (!loader_) loader_ = std::make_unique<WeightLoader>();
       loader_->copy(t.data, host, t.nbytes(), keepalive);
       if (!keepalive) SPK_TRY(loader_->wait());
+      return t;
+    }
+    if (to_bf16) {  // f16 / f32 checkpoint: the GEMV and GEMM kernels read bf16 weights
+      if (!warned_conversion_)
+        std::fprintf(stderr, "cuda backend: converting %s weights to bf16 at load (the kernels read bf16)\n",
+                     std::string(dtype_name(src)).c_str());
+      warned_conversion_ = true;
+      std::vector<uint16_t> b(static_cast<size_t>(t.numel()));
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = f32_to_bf16(src == DType::f32 ? static_cast<const float*>(host)[i]
+                                             : f16_to_f32(static_cast<const uint16_t*>(host)[i]));
+      SPK_CUDA_CHECK(cudaMemcpy(t.data, b.data(), t.nbytes(), cudaMemcpyHostToDevice));
       return t;
     }
     std::vector<float> f(static_cast<size_t>(t.numel()));
@@ -770,6 +785,7 @@ class CudaBackend final : public Backend {
   DecodeRope rope_cache_;
   bool attn_rope_fuse_ = env_int("SPARKCTL_ATTN_ROPE_FUSE", 1, 0, 1) == 1;
   std::unique_ptr<WeightLoader> loader_;
+  bool warned_conversion_ = false;
   void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
   std::shared_ptr<void> arena_d_;  // its device mirror
   size_t arena_used_ = 0;

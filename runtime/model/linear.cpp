@@ -35,7 +35,8 @@ Status check_range(const std::string& name, ShardRange r, int64_t dim) {
 Result<Tensor> load_weight(Backend& be, const WeightSource& src, const std::string& name,
                            const std::vector<int64_t>& shape, bool to_f32) {
   SPK_ASSIGN(HostWeight hw, get_checked(src, name, shape));
-  return be.import_weight(hw.data, hw.dtype, shape, src.keepalive(), to_f32 ? DType::f32 : hw.dtype);
+  return be.import_weight(hw.data, hw.dtype, shape, src.keepalive(),
+                          to_f32 ? DType::f32 : be.weight_dtype(hw.dtype));
 }
 
 Status Linear::load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
@@ -57,7 +58,7 @@ Result<Tensor> load_weight_rows(Backend& be, const WeightSource& src, const std:
   const size_t row_bytes = static_cast<size_t>(row) * dtype_size(hw.dtype);
   const char* first = static_cast<const char*>(hw.data) + static_cast<size_t>(r.begin) * row_bytes;
   std::vector<int64_t> out_shape = shape;
-  const DType want = to_f32 ? DType::f32 : hw.dtype;
+  const DType want = to_f32 ? DType::f32 : be.weight_dtype(hw.dtype);
   if (pad_rows <= r.count) {  // a view into the mmap
     out_shape[0] = r.count;
     return be.import_weight(first, hw.dtype, out_shape, src.keepalive(), want);
@@ -72,7 +73,7 @@ Result<Tensor> load_weight_cols(Backend& be, const WeightSource& src, const std:
                                 const std::vector<int64_t>& shape, ShardRange c, bool to_f32) {
   SPK_ASSIGN(HostWeight hw, get_checked(src, name, shape));
   SPK_TRY(check_range(name, c, shape[1]));
-  const DType want = to_f32 ? DType::f32 : hw.dtype;
+  const DType want = to_f32 ? DType::f32 : be.weight_dtype(hw.dtype);
   if (c.begin == 0 && c.count == shape[1])
     return be.import_weight(hw.data, hw.dtype, shape, src.keepalive(), want);
   const size_t esz = dtype_size(hw.dtype);

@@ -42,10 +42,10 @@ int32_t argmax(const float* row, int vocab) {
   return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
 }
 
-void run_arch(Arch arch, int n_seqs) {
+void run_arch(Arch arch, int n_seqs, DType matrix_dtype = DType::bf16) {
   const rt::ModelConfig c = gpu_config(arch);
   const uint64_t seed = std::random_device{}();
-  auto weights = random_weights(c, seed);
+  auto weights = random_weights(c, seed, matrix_dtype);
   auto cpu = rt::Model::load(c, weights, {.backend = "cpu", .threads = 2});
   auto gpu = rt::Model::load(c, weights, {.backend = "cuda"});
   ASSERT_TRUE(cpu.ok()) << cpu.error().what();
@@ -125,6 +125,18 @@ TEST_P(CudaModel, GreedyTokensMatchCpuFor64Tokens) {
   for (int n : {2, 12}) {
     SCOPED_TRACE("batch " + std::to_string(n));
     run_arch(GetParam(), n);
+  }
+}
+
+// f16 and f32 checkpoints: the CUDA backend converts their matrices to bf16 at load (the CPU computes
+// with them as stored); the same greedy-token agreement must hold.
+TEST(CudaModelDtypes, F16AndF32CheckpointsAreConvertedAtLoad) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
+  for (DType dt : {DType::f16, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    run_arch(Arch::qwen3, 2, dt);
+    run_arch(Arch::llama, 12, dt);
   }
 }
 
