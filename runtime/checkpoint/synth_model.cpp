@@ -171,7 +171,7 @@ Result<SynthReport> write_synth_model(const SynthOptions& o) {
     gen["eos_token_id"] = cfg.eos_token_ids;
   gen["transformers_version"] = "4.51.0";
   SPK_TRY(write_file_atomic(o.out_dir + "/generation_config.json", gen.dump(2) + "\n"));
-  SPK_TRY(write_file_atomic(o.out_dir + "/config.json", synth_config_json(cfg)));
+  SPK_TRY(write_file_atomic(o.out_dir + "/config.json", synth_config_json(cfg, o.hf5_config)));
   rep.config = cfg;
   return rep;
 }

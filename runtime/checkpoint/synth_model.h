@@ -25,6 +25,9 @@ struct SynthOptions {
   std::optional<DType> dtype;  // default bf16 (f32/f16 allowed)
   std::optional<bool> tie;     // default: true for qwen3 tiny/small, else false
   uint64_t max_shard_bytes = 2ull << 30;
+  // config.json as transformers 5 writes it (rope_parameters, dtype, layer_types) instead of 4.x's
+  // (rope_theta + rope_scaling, torch_dtype).
+  bool hf5_config = false;
 };
 
 struct SynthReport {
@@ -50,8 +53,8 @@ Result<TokenizerFacts> read_tokenizer_facts(const std::string& tokenizer_dir);
 
 // The config the preset describes (validated by the same parser that loads real checkpoints).
 Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& tok);
-// config.json text for it (HF-valid for the architecture).
-std::string synth_config_json(const ModelConfig& c);
+// config.json text for it (HF-valid for the architecture), in 4.x or 5.x spelling.
+std::string synth_config_json(const ModelConfig& c, bool hf5 = false);
 
 // Tensor names and shapes in HF order for a config.
 std::vector<TensorSpec> synth_tensor_specs(const ModelConfig& c);
