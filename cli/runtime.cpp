@@ -39,6 +39,7 @@ struct ServeFlags {
   int port = 8000;
   std::string api_key_env = "SPARKCTL_API_KEY";
   std::string backend = "cpu";
+  std::string tp_comm = "auto";  // auto: gloo on cpu; nccl on cuda (gloo-host when NCCL is not built)
   int tensor_parallel_size = 1;
   int rank = 0;
   std::string master;
@@ -86,7 +87,10 @@ Result<std::unique_ptr<rt::dist::ProcessGroup>> join(const ServeFlags& f) {
   o.world = f.tensor_parallel_size;
   o.master = f.master;
   o.token = token ? token : "";
-  o.comm = f.backend == "cuda" ? "nccl" : "gloo";
+  o.comm = f.tp_comm != "auto"      ? f.tp_comm
+           : f.backend != "cuda"    ? "gloo"
+           : rt::dist::nccl_built() ? "nccl"
+                                    : "gloo-host";
   o.cuda_device = 0;  // the orchestrator gives each rank its GPU through CUDA_VISIBLE_DEVICES
   o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_join_timeout_s * 1000));
   o.peer_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.tp_peer_timeout_s * 1000));
@@ -104,10 +108,15 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (f.rank >= f.tensor_parallel_size)
     return fail(kExitUsage, "--rank " + std::to_string(f.rank) + " is outside --tensor-parallel-size " +
                                 std::to_string(f.tensor_parallel_size) + " (ranks are 0..size-1)");
-  if (tp && f.backend != "cpu" && !rt::dist::nccl_built())
-    return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
-                                " on --backend " + f.backend +
-                                ": the NCCL communicator is not built (use --backend cpu, Gloo)");
+  if (tp && f.tp_comm == "nccl" && !rt::dist::nccl_built())
+    return fail(kExitUsage, "--tp-comm nccl: the NCCL communicator is not built (use --tp-comm gloo-host)");
+  if (f.tp_comm == "gloo-host" && f.backend != "cuda")
+    return fail(kExitUsage, "--tp-comm gloo-host stages CUDA buffers through host memory; with --backend " +
+                                f.backend + " use --tp-comm gloo");
+  if (f.tp_comm == "nccl" && f.backend != "cuda")
+    return fail(kExitUsage, "--tp-comm nccl needs --backend cuda (use --tp-comm gloo)");
+  if (f.tp_comm == "gloo" && f.backend == "cuda")
+    return fail(kExitUsage, "--tp-comm gloo takes host buffers; --backend cuda needs nccl or gloo-host");
   if (tp && !f.dry_run_memory && f.master.empty())
     return fail(kExitUsage, "--tensor-parallel-size " + std::to_string(f.tensor_parallel_size) +
                                 " needs --master HOST:PORT (rank 0's rendezvous address; rank 0 binds it)");
@@ -296,6 +305,10 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--tensor-parallel-size", f->tensor_parallel_size,
                 "TP world size (> 1: cpu backend over Gloo; token from $SPARKCTL_RDZV_TOKEN)")
       ->check(CLI::PositiveNumber);
+  s->add_option("--tp-comm", f->tp_comm,
+                "TP collectives: auto (cpu: gloo; cuda: nccl, or gloo-host without NCCL), nccl, gloo, or "
+                "gloo-host (CUDA ranks over Gloo through pinned host copies: several ranks on one GPU)")
+      ->check(CLI::IsMember({"auto", "nccl", "gloo", "gloo-host"}));
   s->add_option("--rank", f->rank, "this process's TP rank (0 serves HTTP and schedules)")
       ->check(CLI::NonNegativeNumber);
   s->add_option("--master", f->master, "HOST:PORT of the rank-0 rendezvous (TP > 1; rank 0 binds it)");

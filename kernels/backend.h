@@ -176,8 +176,11 @@ class Backend {
   // Runs `fn` in op order with this backend's stream (nullptr on CPU, a cudaStream_t on CUDA): the hook
   // through which a communicator's collectives join the op stream (and a CUDA graph when captured).
   // CPU runs it at once. `fingerprint` names every pointer and size `fn` uses, as for the ops.
-  virtual Status enqueue_external(std::function<Status(void* stream)> fn, std::vector<uint64_t> fingerprint) {
-    (void)fingerprint;
+  // `capturable` false: `fn` synchronizes with the host (a host-staged collective), so it must run
+  // eagerly after everything queued before it, never inside a captured graph.
+  virtual Status enqueue_external(std::function<Status(void* stream)> fn, std::vector<uint64_t> fingerprint,
+                                  bool capturable = true) {
+    (void)fingerprint, (void)capturable;
     return fn(nullptr);
   }
 

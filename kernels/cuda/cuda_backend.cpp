@@ -227,7 +227,12 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
-  Status enqueue_external(std::function<Status(void*)> fn, std::vector<uint64_t> fingerprint) override {
+  Status enqueue_external(std::function<Status(void*)> fn, std::vector<uint64_t> fingerprint,
+                          bool capturable = true) override {
+    if (!capturable) {  // the ops before it run (graphs as usual), then fn on the stream, eagerly
+      SPK_TRY(flush());
+      return fn(static_cast<void*>(stream_));
+    }
     // Fingerprint op id 0xE7 + the caller's values (pointers/sizes) keep graph replay exact.
     uint64_t h = 0xE7;
     for (uint64_t v : fingerprint) h = h * 0x100000001b3ULL ^ v;

@@ -52,7 +52,7 @@ Status all_reduce_sum(Backend& be, Communicator& comm, Tensor& t) {
   float* p = t.ptr<float>();
   size_t n = static_cast<size_t>(t.numel());
   return be.enqueue_external([&comm, p, n](void* stream) { return comm.all_reduce_sum(p, n, stream); },
-                             {0x41520000ull, n});
+                             {0x41520000ull, reinterpret_cast<uint64_t>(p), n}, comm.stream_capturable());
 }
 
 Status all_gather_rows(Backend& be, Communicator& comm, const Tensor& in, Tensor& out) {
@@ -67,7 +67,8 @@ Status all_gather_rows(Backend& be, Communicator& comm, const Tensor& in, Tensor
   size_t n = static_cast<size_t>(in.numel());
   return be.enqueue_external(
       [&comm, src, dst, n](void* stream) { return comm.all_gather(src, dst, n, stream); },
-      {0x41470000ull, n});
+      {0x41470000ull, reinterpret_cast<uint64_t>(src), reinterpret_cast<uint64_t>(dst), n},
+      comm.stream_capturable());
 }
 
 }  // namespace spk::rt::dist

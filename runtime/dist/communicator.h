@@ -30,6 +30,9 @@ class Communicator {
   // out = concat over ranks (rank order) of each rank's `in`; `count` f32 values per rank, so `out`
   // holds world * count values.
   virtual Status all_gather(const float* in, float* out, size_t count, void* stream) = 0;
+  // False when a collective synchronizes the stream with the host (gloo-host): the backend then runs
+  // it eagerly between captured parts of the step.
+  [[nodiscard]] virtual bool stream_capturable() const { return true; }
 };
 
 // True when this binary has the NCCL communicator (CUDA and NCCL found at build time).

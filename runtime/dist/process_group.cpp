@@ -16,6 +16,7 @@
 
 #include "runtime/dist/frame_socket.h"
 #include "runtime/dist/gloo_communicator.h"
+#include "runtime/dist/host_staged_communicator.h"
 #include "runtime/dist/nccl_communicator.h"
 #include "runtime/dist/tcp_store.h"
 
@@ -136,7 +137,7 @@ class Group final : public ProcessGroup {
 };
 
 Status Group::connect_comm(StoreClient& store, const std::string& local_host) {
-  if (o_.comm == "gloo") {
+  if (o_.comm == "gloo" || o_.comm == "gloo-host") {
     SPK_ASSIGN(comm_, make_gloo_communicator(store, o_.rank, o_.world, local_host, o_.collective_timeout));
     // A first collective right away: every pair of the full mesh has carried data before the group is
     // handed out (without it, rare early collectives failed with 'connection closed by peer').
@@ -145,10 +146,15 @@ Status Group::connect_comm(StoreClient& store, const std::string& local_host) {
     if (one != static_cast<float>(o_.world))
       return make_error("rendezvous barrier summed to " + std::to_string(one) + ", expected world " +
                         std::to_string(o_.world));
+    if (o_.comm == "gloo-host") {
+      SPK_ASSIGN(comm_, make_host_staged_communicator(std::move(comm_)));
+    }
   } else if (o_.comm == "nccl") {
     SPK_ASSIGN(comm_, make_nccl_communicator(store, o_.rank, o_.world, o_.cuda_device));
   } else {
-    return make_error("communicator '" + o_.comm + "' is unknown", "use gloo (cpu) or nccl (cuda)");
+    return make_error(
+        "communicator '" + o_.comm + "' is unknown",
+        "use gloo (cpu), nccl (cuda) or gloo-host (cuda ranks over Gloo via pinned host copies)");
   }
   return {};
 }

@@ -27,10 +27,12 @@ namespace spk::rt::dist {
 struct GroupOptions {
   int rank = 0;
   int world = 1;
-  std::string master;         // "host:port" of rank 0's store; rank 0 binds it
-  std::string token;          // shared secret (env SPARKCTL_RDZV_TOKEN in the runtime)
-  std::string comm = "gloo";  // "gloo" (CPU backend) | "nccl" (CUDA backend, when built: nccl_built())
-  int cuda_device = 0;        // nccl: the device this rank drives
+  std::string master;  // "host:port" of rank 0's store; rank 0 binds it
+  std::string token;   // shared secret (env SPARKCTL_RDZV_TOKEN in the runtime)
+  // "gloo" (CPU backend) | "nccl" (CUDA backend, when built: nccl_built()) | "gloo-host" (CUDA backend
+  // over Gloo through pinned host copies: several ranks on one GPU, or no NCCL path between hosts)
+  std::string comm = "gloo";
+  int cuda_device = 0;  // nccl: the device this rank drives
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{5000};
   // Bounds every collective (a peer that stops mid-step without the control channel noticing).
