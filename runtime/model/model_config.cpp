@@ -12,7 +12,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
+constexpr const char* kSupported =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
+    "Qwen3MoeForCausalLM, MixtralForCausalLM";
 
 struct Reader {
   const json& j;
@@ -105,6 +107,12 @@ const char* arch_name(Arch a) {
       return "qwen2";
     case Arch::qwen3:
       return "qwen3";
+    case Arch::qwen2_moe:
+      return "qwen2_moe";
+    case Arch::qwen3_moe:
+      return "qwen3_moe";
+    case Arch::mixtral:
+      return "mixtral";
   }
   return "?";
 }
@@ -134,6 +142,12 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
     c.arch = Arch::qwen2;
   } else if (c.architecture == "Qwen3ForCausalLM") {
     c.arch = Arch::qwen3;
+  } else if (c.architecture == "Qwen2MoeForCausalLM") {
+    c.arch = Arch::qwen2_moe;
+  } else if (c.architecture == "Qwen3MoeForCausalLM") {
+    c.arch = Arch::qwen3_moe;
+  } else if (c.architecture == "MixtralForCausalLM") {
+    c.arch = Arch::mixtral;
   } else {
     return make_error(
         path + ": architecture \"" + c.architecture + "\" is not supported (supported: " + kSupported + ")",
@@ -167,14 +181,19 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
       SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
       break;
     }
-    case Arch::mistral: {
+    case Arch::mistral:
+    case Arch::mixtral: {
       SPK_ASSIGN(c.sliding_window, r.integer("sliding_window", 0, 0));
       break;
     }
     case Arch::qwen2:
-    case Arch::qwen3: {
+    case Arch::qwen3:
+    case Arch::qwen2_moe:
+    case Arch::qwen3_moe: {
       if (c.arch == Arch::qwen2) {
         c.attention_bias = true;  // Qwen2 q/k/v projections always carry a bias
+      } else if (c.arch == Arch::qwen2_moe) {
+        SPK_ASSIGN(c.attention_bias, r.boolean("qkv_bias", true));  // q/k/v only, never o_proj
       } else {
         SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
         c.qk_norm = true;
@@ -185,6 +204,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
     }
   }
 
+  SPK_ASSIGN(c.moe, parse_moe_config(j, path, c.architecture, c.num_hidden_layers));
   SPK_ASSIGN(c.bos_token_id, r.integer("bos_token_id", -1, 0));
   if (r.present("eos_token_id")) {
     const json& e = j["eos_token_id"];

@@ -8,10 +8,11 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "runtime/model/moe_config.h"
 
 namespace spk::rt {
 
-enum class Arch { llama, mistral, qwen2, qwen3 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral };
 
 // Llama 3 "rope_scaling": {"rope_type": "llama3", factor, low_freq_factor, high_freq_factor,
 // original_max_position_embeddings}. Other rope types are refused by name.
@@ -45,6 +46,7 @@ struct ModelConfig {
   DType torch_dtype = DType::bf16;
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
+  std::optional<MoeConfig> moe;  // mixture-of-experts facts (moe_config.h); nullopt for dense models
 };
 
 // `path` is only used in error messages.
