@@ -65,7 +65,13 @@ Result<std::optional<MoeConfig>> parse_moe_config(const json& j, const std::stri
   MoeConfig m;
   if (architecture == "Qwen3MoeForCausalLM" || architecture == "Qwen2MoeForCausalLM") {
     const bool q2 = architecture == "Qwen2MoeForCausalLM";
-    SPK_ASSIGN(m.num_experts, k.integer("num_experts", q2 ? 60 : 128));
+    // transformers 5.17 writes Qwen3-MoE's expert count as num_local_experts; earlier ones num_experts.
+    SPK_ASSIGN(m.num_experts, k.integer("num_local_experts", q2 ? 60 : 128));
+    SPK_ASSIGN(m.num_experts, k.integer("num_experts", m.num_experts));
+    if (k.present("num_experts") && k.present("num_local_experts") &&
+        j["num_experts"] != j["num_local_experts"])
+      return k.bad("num_experts", "(" + j["num_experts"].dump() + ") disagrees with num_local_experts (" +
+                                      j["num_local_experts"].dump() + ")");
     SPK_ASSIGN(m.top_k, k.integer("num_experts_per_tok", q2 ? 4 : 8));
     SPK_ASSIGN(m.moe_intermediate_size, k.integer("moe_intermediate_size", q2 ? 1408 : 768));
     SPK_ASSIGN(m.norm_topk_prob, k.boolean("norm_topk_prob", false));

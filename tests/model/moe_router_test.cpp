@@ -176,6 +176,12 @@ TEST(MoeConfig, FamilyDefaultsAreTransformers) {
   EXPECT_TRUE(mx->moe->norm_topk_prob);
   EXPECT_EQ(mx->moe->naming, rt::MoeNaming::mixtral);
 
+  // transformers 5.17 writes Qwen3-MoE's expert count as num_local_experts.
+  auto q3v5 =
+      rt::parse_model_config(base_config("Qwen3MoeForCausalLM") + R"(, "num_local_experts": 8})", "v5");
+  ASSERT_TRUE(q3v5.ok()) << q3v5.error().what();
+  EXPECT_EQ(q3v5->moe->num_experts, 8);
+
   auto dense = rt::parse_model_config(base_config("Qwen3ForCausalLM") + "}", "d/config.json");
   ASSERT_TRUE(dense.ok()) << dense.error().what();
   EXPECT_FALSE(dense->moe.has_value());
@@ -191,6 +197,8 @@ TEST(MoeConfig, BadKeysAreNamed) {
       {R"("mlp_only_layers": [1, 3])",
        R"("mlp_only_layers" entry 3 is not a layer index in [0, num_hidden_layers = 3))"},
       {R"("norm_topk_prob": "yes")", R"("norm_topk_prob" must be true or false)"},
+      {R"("num_experts": 8, "num_local_experts": 6)",
+       R"("num_experts" (8) disagrees with num_local_experts (6))"},
   };
   for (const auto& k : cases) {
     auto r =
