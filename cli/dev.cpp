@@ -108,16 +108,19 @@ void setup_dev(CLI::App& app, Context& ctx) {
                                 "write a real-format HF checkpoint with random weights (deterministic)");
   s->add_option("--arch", f->arch, "architecture")
       ->required()
-      ->check(CLI::IsMember({"qwen3", "qwen2", "llama", "mistral"}));
-  s->add_option("--preset", f->preset, "size: tiny (hidden 64), small (hidden 256), 8b (Llama-3.1-8B shape)")
-      ->check(CLI::IsMember({"tiny", "small", "8b"}));
+      ->check(CLI::IsMember({"qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral"}));
+  s->add_option("--preset", f->preset,
+                "size: tiny (hidden 64), small (hidden 256), 8b (Llama-3.1-8B shape); mixture-of-experts "
+                "archs: tiny, qwen3-30b-a3b (Qwen3-30B-A3B shape, qwen3_moe)")
+      ->check(CLI::IsMember({"tiny", "small", "8b", "qwen3-30b-a3b", "30b-a3b"}));
   s->add_option("--tokenizer", f->tokenizer,
                 "directory with tokenizer.json (+ tokenizer_config.json); sets vocab")
       ->required();
   s->add_option("--out", f->out, "output checkpoint directory")->required();
   s->add_option("--seed", f->seed, "weights are a function of seed only: same seed, same bytes");
   s->add_option("--dtype", f->dtype, "weight dtype")->check(CLI::IsMember({"bf16", "f16", "f32"}));
-  s->add_option("--tie", f->tie, "tie lm_head to the embedding (default: true for qwen3 tiny/small)")
+  s->add_option("--tie", f->tie,
+                "tie lm_head to the embedding (default: true for qwen3 tiny/small and MoE tiny)")
       ->check(CLI::IsMember({"true", "false"}));
   s->add_option("--max-shard-size", f->max_shard_size, "shard above this size (HF layout with index)")
       ->envname("SPARKCTL_MAX_SHARD_SIZE");

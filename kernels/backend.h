@@ -99,6 +99,12 @@ struct SampledToken {
   bool host = true;      // not decided here: the caller samples this row from its logits
 };
 
+// One SiLU-GLU expert of a mixture-of-experts layer (see Backend::moe_ffn): gate, up [inter, d] and
+// down [d, inter], any float dtype; `inter` may differ between experts (shared experts are wider).
+struct ExpertWeights {
+  Tensor gate, up, down;
+};
+
 struct AttnParams {
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
   int sliding_window = 0;  // 0 = full; else key j is visible to query at position p iff p - j < window
@@ -153,6 +159,16 @@ class Backend {
   virtual Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :]; rows [m] i32.
   virtual Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+  // Mixture-of-experts FFN: out[t] = sum_j w[t, j] * down_e(silu(gate_e x[t]) * up_e x[t]) with
+  // e = ids[t, j] (an index into `experts`; -1 = no expert). x, out [n, d] f32; ids [n, k] i32; w [n, k]
+  // f32. For each token the experts are summed in ascending index order, so a row's result does not
+  // depend on the other rows of the batch. Default: refused (the backend has no MoE op yet).
+  virtual Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
+                         const Tensor& w, Tensor& out) {
+    (void)x, (void)experts, (void)ids, (void)w, (void)out;
+    return make_error("backend '" + std::string(name()) + "' has no mixture-of-experts op",
+                      "run mixture-of-experts models with --backend cpu");
+  }
 
   // Samples row i of logits [m, vocab] f32 with rows[i] (m == rows.size()) and returns only the ids
   // (and logprobs): the same choice runtime/sampler makes from these logits and this draw. Rows the

@@ -34,6 +34,8 @@ class CpuBackend final : public Backend {
                    Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
+  Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
+                 const Tensor& w, Tensor& out) override;
 
   ThreadPool& pool() { return pool_; }
 
@@ -42,6 +44,7 @@ class CpuBackend final : public Backend {
   StepMeta step_;
   std::vector<int32_t> token_seq_;  // per new token: index into step_.seqs
   bool have_step_ = false;
+  std::vector<float> moe_scratch_;  // moe_ffn: one expert's gathered rows and intermediates
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -1,5 +1,8 @@
 // Presets and config.json for synthetic checkpoints. Field sets follow the configs that real checkpoints
-// of each family ship (Llama-3.1, Mistral-7B-v0.3, Qwen2.5, Qwen3), so transformers loads them as is.
+// of each family ship (Llama-3.1, Mistral-7B-v0.3, Qwen2.5, Qwen3, Qwen1.5-MoE, Qwen3-MoE, Mixtral), so
+// transformers loads them as is. Mixture-of-experts families have their own presets: tiny (CI) and, for
+// qwen3_moe, qwen3-30b-a3b (Qwen3-30B-A3B's shapes).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/fs.h"
@@ -16,11 +19,41 @@ struct Shape {
   int hidden, layers, heads, kv_heads, head_dim, intermediate;
 };
 
+bool is_moe(Arch a) { return a == Arch::qwen2_moe || a == Arch::qwen3_moe || a == Arch::mixtral; }
+
+// Shapes and MoE facts of the mixture-of-experts presets. Tiny ones are small enough for golden and TP
+// tests (every width divisible by 4) and still route: qwen3_moe keeps layer 1 dense (mlp_only_layers).
+Result<Shape> moe_preset(Arch a, const std::string& p, MoeConfig& m) {
+  m = MoeConfig{};
+  if (p == "tiny") {
+    switch (a) {
+      case Arch::qwen3_moe:
+        m.num_experts = 8, m.top_k = 2, m.moe_intermediate_size = 32, m.norm_topk_prob = true;
+        m.mlp_only_layers = {1};
+        return Shape{64, 3, 4, 2, 16, 128};
+      case Arch::qwen2_moe:
+        m.num_experts = 8, m.top_k = 4, m.moe_intermediate_size = 32;
+        m.shared_expert_intermediate_size = 64, m.shared_expert_gated = true;
+        return Shape{64, 2, 4, 2, 16, 96};
+      default:  // mixtral: experts are intermediate_size wide
+        m.naming = MoeNaming::mixtral;
+        m.num_experts = 4, m.top_k = 2, m.moe_intermediate_size = 64, m.norm_topk_prob = true;
+        return Shape{64, 2, 4, 2, 16, 64};
+    }
+  }
+  if ((p == "qwen3-30b-a3b" || p == "30b-a3b") && a == Arch::qwen3_moe) {
+    m.num_experts = 128, m.top_k = 8, m.moe_intermediate_size = 768, m.norm_topk_prob = true;
+    return Shape{2048, 48, 32, 4, 128, 6144};
+  }
+  return make_error("preset '" + p + "' has no " + arch_name(a) + " shape",
+                    a == Arch::qwen3_moe ? "pass --preset tiny or qwen3-30b-a3b" : "pass --preset tiny");
+}
+
 Result<Shape> preset_shape(const std::string& p) {
   if (p == "tiny") return Shape{64, 2, 4, 2, 16, 128};
   if (p == "small") return Shape{256, 4, 8, 4, 32, 768};
   if (p == "8b") return Shape{4096, 32, 32, 8, 128, 14336};  // Llama-3.1-8B
-  return make_error("unknown preset '" + p + "'", "pass --preset tiny, small or 8b");
+  return make_error("unknown preset '" + p + "' for a dense architecture", "pass --preset tiny, small or 8b");
 }
 
 const char* architecture_of(Arch a) {
@@ -33,6 +66,12 @@ const char* architecture_of(Arch a) {
       return "Qwen2ForCausalLM";
     case Arch::qwen3:
       return "Qwen3ForCausalLM";
+    case Arch::qwen2_moe:
+      return "Qwen2MoeForCausalLM";
+    case Arch::qwen3_moe:
+      return "Qwen3MoeForCausalLM";
+    case Arch::mixtral:
+      return "MixtralForCausalLM";
   }
   return "?";
 }
@@ -61,7 +100,11 @@ Result<Arch> parse_synth_arch(const std::string& s) {
   if (s == "qwen2") return Arch::qwen2;
   if (s == "llama") return Arch::llama;
   if (s == "mistral") return Arch::mistral;
-  return make_error("unknown architecture '" + s + "'", "pass --arch qwen3, qwen2, llama or mistral");
+  if (s == "qwen3_moe") return Arch::qwen3_moe;
+  if (s == "qwen2_moe") return Arch::qwen2_moe;
+  if (s == "mixtral") return Arch::mixtral;
+  return make_error("unknown architecture '" + s + "'",
+                    "pass --arch qwen3, qwen2, llama, mistral, qwen3_moe, qwen2_moe or mixtral");
 }
 
 Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir) {
@@ -104,7 +147,8 @@ Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir) {
 }
 
 Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& tok) {
-  SPK_ASSIGN(Shape s, preset_shape(o.preset));
+  MoeConfig moe;
+  SPK_ASSIGN(Shape s, is_moe(o.arch) ? moe_preset(o.arch, o.preset, moe) : preset_shape(o.preset));
   const DType dt = o.dtype.value_or(DType::bf16);
   if (dt != DType::bf16 && dt != DType::f16 && dt != DType::f32)
     return make_error("dtype " + std::string(dtype_name(dt)) + " is not a weight dtype",
@@ -119,10 +163,16 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
   c.num_key_value_heads = s.kv_heads;
   c.head_dim = s.head_dim;
   c.vocab_size = tok.vocab_size;
+  if (is_moe(o.arch)) c.moe = moe;
+  if (o.preset == "qwen3-30b-a3b" || o.preset == "30b-a3b")
+    c.vocab_size = std::max(c.vocab_size, 151936);  // Qwen3 pads the embedding past the tokenizer
   c.torch_dtype = dt;
   c.bos_token_id = tok.bos_token_id;
   if (tok.eos_token_id >= 0) c.eos_token_ids = {tok.eos_token_id};
-  c.tie_word_embeddings = o.tie.value_or(o.arch == Arch::qwen3 && o.preset != "8b");
+  // Tied for the small presets of qwen3 and for every tiny MoE preset (CI checkpoints stay small: the
+  // vocabulary is the real tokenizer's); untied like the real models otherwise.
+  c.tie_word_embeddings =
+      o.tie.value_or((o.arch == Arch::qwen3 && o.preset != "8b") || (is_moe(o.arch) && o.preset == "tiny"));
   switch (o.arch) {
     case Arch::llama:
       c.max_position_embeddings = 131072;
@@ -142,10 +192,22 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
       c.attention_bias = true;
       break;
     case Arch::qwen3:
+    case Arch::qwen3_moe:
       c.max_position_embeddings = 40960;
       c.rms_norm_eps = 1e-6;
       c.rope_theta = 1000000.0;
       c.qk_norm = true;
+      break;
+    case Arch::qwen2_moe:  // Qwen1.5-MoE-A2.7B
+      c.max_position_embeddings = 8192;
+      c.rms_norm_eps = 1e-6;
+      c.rope_theta = 1000000.0;
+      c.attention_bias = true;
+      break;
+    case Arch::mixtral:  // Mixtral-8x7B-v0.1
+      c.max_position_embeddings = 32768;
+      c.rms_norm_eps = 1e-5;
+      c.rope_theta = 1000000.0;
       break;
   }
   // Round trip through the real parser: a synthetic config must load like a downloaded one.
@@ -157,7 +219,9 @@ std::string synth_config_json(const ModelConfig& c, bool hf5) {
   j["architectures"] = {c.architecture};
   j["model_type"] = arch_name(c.arch);
   j["attention_dropout"] = 0.0;
-  if (c.arch != Arch::mistral) j["attention_bias"] = c.attention_bias;
+  if (c.arch != Arch::mistral && c.arch != Arch::mixtral && c.arch != Arch::qwen2_moe)
+    j["attention_bias"] = c.attention_bias;
+  if (c.arch == Arch::qwen2_moe) j["qkv_bias"] = c.attention_bias;
   if (c.bos_token_id >= 0)
     j["bos_token_id"] = c.bos_token_id;
   else
@@ -176,10 +240,29 @@ std::string synth_config_json(const ModelConfig& c, bool hf5) {
     j["mlp_bias"] = c.mlp_bias;
     j["pretraining_tp"] = 1;
   }
-  if (c.arch == Arch::qwen2 || c.arch == Arch::qwen3) {
+  if (c.arch == Arch::qwen2 || c.arch == Arch::qwen3 || c.arch == Arch::qwen2_moe ||
+      c.arch == Arch::qwen3_moe) {
     j["max_window_layers"] = c.num_hidden_layers;
     j["use_sliding_window"] = false;
     if (hf5) j["layer_types"] = std::vector<std::string>(c.num_hidden_layers, "full_attention");
+  }
+  if (c.moe) {
+    const MoeConfig& m = *c.moe;
+    if (c.arch == Arch::mixtral) {
+      j["num_local_experts"] = m.num_experts;
+      j["router_jitter_noise"] = 0.0;
+    } else {
+      j["decoder_sparse_step"] = m.decoder_sparse_step;
+      j["mlp_only_layers"] = m.mlp_only_layers;
+      j["moe_intermediate_size"] = m.moe_intermediate_size;
+      j["norm_topk_prob"] = m.norm_topk_prob;
+      j["num_experts"] = m.num_experts;
+      if (m.shared_expert_intermediate_size > 0)
+        j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
+    }
+    j["num_experts_per_tok"] = m.top_k;
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = 0.001;
   }
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;

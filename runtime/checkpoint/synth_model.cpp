@@ -85,6 +85,30 @@ Status copy_file(const std::string& from, const std::string& to) {
   return write_file_atomic(to, data);
 }
 
+// A MoE layer's tensors in the on-disk Hugging Face layout: one 2-D tensor per expert.
+void append_moe_specs(const ModelConfig& c, const std::string& p, std::vector<TensorSpec>& v) {
+  const MoeConfig& m = *c.moe;
+  const DType dt = c.torch_dtype;
+  const int64_t h = c.hidden_size, e_inter = m.moe_intermediate_size;
+  const bool mixtral = m.naming == MoeNaming::mixtral;
+  const std::string base = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  v.push_back({base + "gate.weight", dt, {m.num_experts, h}});
+  for (int e = 0; e < m.num_experts; ++e) {
+    const std::string x = base + "experts." + std::to_string(e) + ".";
+    v.push_back({x + (mixtral ? "w1" : "gate_proj") + ".weight", dt, {e_inter, h}});
+    v.push_back({x + (mixtral ? "w2" : "down_proj") + ".weight", dt, {h, e_inter}});
+    v.push_back({x + (mixtral ? "w3" : "up_proj") + ".weight", dt, {e_inter, h}});
+  }
+  if (m.shared_expert_intermediate_size > 0) {
+    const int64_t s = m.shared_expert_intermediate_size;
+    const std::string x = base + m.shared_expert_name + ".";
+    v.push_back({x + "gate_proj.weight", dt, {s, h}});
+    v.push_back({x + "up_proj.weight", dt, {s, h}});
+    v.push_back({x + "down_proj.weight", dt, {h, s}});
+    if (m.shared_expert_gated) v.push_back({base + "shared_expert_gate.weight", dt, {1, h}});
+  }
+}
+
 }  // namespace
 
 std::vector<TensorSpec> synth_tensor_specs(const ModelConfig& c) {
@@ -110,6 +134,10 @@ std::vector<TensorSpec> synth_tensor_specs(const ModelConfig& c) {
       v.push_back({p + "self_attn.k_norm.weight", dt, {c.head_dim}});
     }
     v.push_back({p + "post_attention_layernorm.weight", dt, {h}});
+    if (c.moe && c.moe->is_moe_layer(l)) {
+      append_moe_specs(c, p, v);
+      continue;
+    }
     v.push_back({p + "mlp.gate_proj.weight", dt, {inter, h}});
     v.push_back({p + "mlp.up_proj.weight", dt, {inter, h}});
     v.push_back({p + "mlp.down_proj.weight", dt, {h, inter}});

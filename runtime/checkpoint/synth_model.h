@@ -18,7 +18,7 @@ namespace spk::rt {
 
 struct SynthOptions {
   Arch arch = Arch::qwen3;
-  std::string preset = "tiny";  // tiny | small | 8b
+  std::string preset = "tiny";  // tiny | small | 8b (dense); tiny | qwen3-30b-a3b (mixture of experts)
   std::string tokenizer_dir;    // holds tokenizer.json (+ tokenizer_config.json)
   std::string out_dir;
   uint64_t seed = 0;
@@ -39,7 +39,7 @@ struct SynthReport {
   [[nodiscard]] double mb_per_s() const { return seconds > 0 ? weight_bytes / 1e6 / seconds : 0; }
 };
 
-// Parses "qwen3|llama|mistral|qwen2" (error lists them).
+// Parses "qwen3|llama|mistral|qwen2|qwen3_moe|qwen2_moe|mixtral" (error lists them).
 Result<Arch> parse_synth_arch(const std::string& s);
 
 // Vocab facts read straight from tokenizer.json / tokenizer_config.json (no tokenizer library):

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "runtime/model/moe.h"
+
 namespace spk::rt {
 
 Status RmsNorm::load(Backend& be, const WeightSource& src, const std::string& name, int64_t d, double e) {
@@ -18,7 +20,8 @@ Status SelfAttention::load(Backend& be, const WeightSource& src, const std::stri
   const ShardRange qr{tp.plan.q_heads.begin * hd, hq * hd}, kvr{tp.plan.kv_heads.begin * hd, hk * hd};
   // HF: q/k/v carry a bias when attention_bias (Qwen2: always); o_proj too for Llama and Qwen3.
   const bool qkv_bias = c.attention_bias;
-  const bool o_bias = c.attention_bias && (c.arch == Arch::llama || c.arch == Arch::qwen3);
+  const bool o_bias =
+      c.attention_bias && (c.arch == Arch::llama || c.arch == Arch::qwen3 || c.arch == Arch::qwen3_moe);
   SPK_TRY(q_proj.load(be, src, p + ".q_proj", HQ, H, qr, qkv_bias));
   SPK_TRY(k_proj.load(be, src, p + ".k_proj", HK, H, kvr, qkv_bias));
   SPK_TRY(v_proj.load(be, src, p + ".v_proj", HK, H, kvr, qkv_bias));
@@ -78,14 +81,22 @@ Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const
                                         c.rms_norm_eps));
   SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
   self_attn.params.sliding_window = c.layer_window(index);
+  if (c.moe && c.moe->is_moe_layer(index)) {
+    moe = std::make_shared<MoeMlp>();
+    return moe->load(be, src, index, c, tp);
+  }
   return mlp.load(be, src, p + ".mlp", c, tp);
+}
+
+Status DecoderLayer::forward_mlp(Backend& be, Activations& a) const {
+  return moe ? moe->forward(be, a) : mlp.forward(be, a);
 }
 
 uint64_t DecoderLayer::bytes() const {
   const auto& a = self_attn;
   return input_layernorm.w.nbytes() + post_attention_layernorm.w.nbytes() + a.q_proj.bytes() +
          a.k_proj.bytes() + a.v_proj.bytes() + a.o_proj.bytes() + a.q_norm.w.nbytes() + a.k_norm.w.nbytes() +
-         mlp.gate_proj.bytes() + mlp.up_proj.bytes() + mlp.down_proj.bytes();
+         mlp.gate_proj.bytes() + mlp.up_proj.bytes() + mlp.down_proj.bytes() + (moe ? moe->bytes() : 0);
 }
 
 }  // namespace spk::rt

@@ -5,6 +5,7 @@
 // below are this rank's (the whole model with world 1).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/backend.h"
@@ -26,6 +27,8 @@ struct Activations {
   Tensor q, attn;          // [n, hq, hd]
   Tensor k, v;             // [n, hk, hd]
   Tensor gate, up, act;    // [n, intermediate]
+  Tensor router_logits;    // MoE models: [n, experts (+1 shared-expert gate)]
+  Tensor moe_ids, moe_w;   // MoE models: [n, top_k (+1 shared expert)] i32 / f32
 };
 
 // What a layer needs to know about tensor parallelism (world 1: the single communicator).
@@ -55,10 +58,14 @@ struct Mlp {
   Status forward(Backend& be, Activations& a) const;  // a.h -> a.delta
 };
 
+struct MoeMlp;  // moe.h
+
 struct DecoderLayer {
   RmsNorm input_layernorm, post_attention_layernorm;
   SelfAttention self_attn;
-  Mlp mlp;
+  Mlp mlp;                                                // dense layers
+  std::shared_ptr<MoeMlp> moe;                            // mixture-of-experts layers (then `mlp` is empty)
+  Status forward_mlp(Backend& be, Activations& a) const;  // a.h -> a.delta, whichever MLP the layer has
   Status load(Backend& be, const WeightSource& src, int index, const ModelConfig& c, const TpContext& tp);
   [[nodiscard]] uint64_t bytes() const;
 };

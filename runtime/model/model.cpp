@@ -16,6 +16,9 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
     case Arch::mistral:
     case Arch::qwen2:
     case Arch::qwen3:
+    case Arch::qwen2_moe:
+    case Arch::qwen3_moe:
+    case Arch::mixtral:
       break;
     default:
       return make_error("architecture '" + config.architecture + "' has no model graph",

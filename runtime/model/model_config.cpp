@@ -4,6 +4,7 @@
 // implemented is an error naming it, never a silent default.
 #include "runtime/model/model_config.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kernels/base/fs.h"
@@ -15,8 +16,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kSupported = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM";
-constexpr const char* kSupportedTypes = "llama, mistral, qwen2, qwen3";
+constexpr const char* kSupported =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
+    "Qwen3MoeForCausalLM, MixtralForCausalLM";
+constexpr const char* kSupportedTypes = "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral";
 
 struct Family {
   const char* architecture;
@@ -26,7 +29,37 @@ struct Family {
 constexpr Family kFamilies[] = {{"LlamaForCausalLM", "llama", Arch::llama},
                                 {"MistralForCausalLM", "mistral", Arch::mistral},
                                 {"Qwen2ForCausalLM", "qwen2", Arch::qwen2},
-                                {"Qwen3ForCausalLM", "qwen3", Arch::qwen3}};
+                                {"Qwen3ForCausalLM", "qwen3", Arch::qwen3},
+                                {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::qwen2_moe},
+                                {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::qwen3_moe},
+                                {"MixtralForCausalLM", "mixtral", Arch::mixtral}};
+
+// transformers' class defaults for keys a config.json may leave out.
+struct ClassDefaults {
+  int kv_heads;       // 0 = num_attention_heads
+  bool head_dim_128;  // Qwen3Config: head_dim 128 whatever hidden / heads is
+  int max_position;   // max_position_embeddings
+  double theta;       // default_theta
+};
+ClassDefaults class_defaults(Arch a) {
+  switch (a) {
+    case Arch::llama:
+      return {0, false, 2048, 10000.0};
+    case Arch::mistral:
+      return {8, false, 131072, 10000.0};
+    case Arch::qwen2:
+      return {32, false, 32768, 10000.0};
+    case Arch::qwen3:
+      return {32, true, 32768, 10000.0};
+    case Arch::qwen2_moe:
+      return {16, false, 32768, 10000.0};
+    case Arch::qwen3_moe:
+      return {4, false, 32768, 10000.0};
+    case Arch::mixtral:
+      return {8, false, 131072, 1000000.0};
+  }
+  return {0, false, 2048, 10000.0};
+}
 
 // Architecture from `architectures`; a wrapper (text_config) is recognised by its text model_type.
 Status parse_architecture(const ConfigReader& top, const ConfigReader& r, bool wrapper, ModelConfig& c) {
@@ -67,26 +100,23 @@ Status parse_shape(const ConfigReader& r, ModelConfig& c) {
   SPK_ASSIGN(c.num_hidden_layers, r.integer("num_hidden_layers"));
   SPK_ASSIGN(c.num_attention_heads, r.integer("num_attention_heads"));
   // Class defaults when the key is absent (null means "same as the query heads" everywhere).
+  const ClassDefaults d = class_defaults(c.arch);
   const int kv_default =
-      !r.j.contains("num_key_value_heads") && c.arch == Arch::mistral ? 8
-      : !r.j.contains("num_key_value_heads") && (c.arch == Arch::qwen2 || c.arch == Arch::qwen3)
-          ? 32
-          : c.num_attention_heads;
+      !r.j.contains("num_key_value_heads") && d.kv_heads > 0 ? d.kv_heads : c.num_attention_heads;
   SPK_ASSIGN(c.num_key_value_heads, r.integer("num_key_value_heads", kv_default));
   if (c.num_key_value_heads > c.num_attention_heads || c.num_attention_heads % c.num_key_value_heads != 0)
     return r.bad("num_key_value_heads", "(" + std::to_string(c.num_key_value_heads) +
                                             ") must divide num_attention_heads (" +
                                             std::to_string(c.num_attention_heads) + ")");
   // Qwen3's class default is 128 whatever the hidden size; the others derive it.
-  const bool derive = c.arch != Arch::qwen3 || r.j.contains("head_dim");
+  const bool derive = !d.head_dim_128 || r.j.contains("head_dim");
   if (derive && !r.present("head_dim") && c.hidden_size % c.num_attention_heads != 0)
     return r.bad("head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
   SPK_ASSIGN(c.head_dim, r.integer("head_dim", derive ? c.hidden_size / c.num_attention_heads : 128));
   if (c.head_dim % 2 != 0)
     return r.bad("head_dim", "must be even for RoPE, got " + std::to_string(c.head_dim));
   SPK_ASSIGN(c.vocab_size, r.integer("vocab_size"));
-  const int max_pos_default = c.arch == Arch::llama ? 2048 : c.arch == Arch::mistral ? 131072 : 32768;
-  SPK_ASSIGN(c.max_position_embeddings, r.integer("max_position_embeddings", max_pos_default));
+  SPK_ASSIGN(c.max_position_embeddings, r.integer("max_position_embeddings", d.max_position));
   SPK_ASSIGN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6));
   SPK_ASSIGN(std::string act, r.string("hidden_act", "silu"));
   if (act != "silu" && act != "swish")
@@ -94,16 +124,25 @@ Status parse_shape(const ConfigReader& r, ModelConfig& c) {
   return ok_status();
 }
 
-// Per-layer sliding windows. Mistral: sliding_window on every layer (class default 4096; null = full).
-// Qwen2/3: only with use_sliding_window, on the layers layer_types marks "sliding_attention", or when it
-// is absent on layers >= max_window_layers. Llama has none (transformers ignores the key).
+// Per-layer sliding windows, as each transformers family decides them. Mistral / Mixtral: sliding_window
+// on every layer (class default 4096 / none; null = full). Qwen3-MoE: every layer, only with
+// use_sliding_window. Qwen2/3 and Qwen2-MoE: only with use_sliding_window, on the layers layer_types marks
+// "sliding_attention", or when it is absent on layers >= max_window_layers (Qwen2-MoE: the even layers
+// below max_window_layers). Llama has none (transformers ignores the key).
 Status parse_sliding(const ConfigReader& r, ModelConfig& c) {
   if (c.arch == Arch::llama) return ok_status();
-  if (c.arch == Arch::mistral) {
-    SPK_ASSIGN(c.sliding_window, r.integer("sliding_window", r.j.contains("sliding_window") ? 0 : 4096, 0));
+  const bool given = r.j.contains("sliding_window");
+  if (c.arch == Arch::mistral || c.arch == Arch::mixtral) {
+    const int def = !given && c.arch == Arch::mistral ? 4096 : 0;
+    SPK_ASSIGN(c.sliding_window, r.integer("sliding_window", def, 0));
     return ok_status();
   }
   SPK_ASSIGN(bool use, r.boolean("use_sliding_window", false));
+  if (c.arch == Arch::qwen3_moe) {
+    SPK_ASSIGN(int w, r.integer("sliding_window", given ? 0 : 4096, 0));
+    if (use) c.sliding_window = w;
+    return ok_status();
+  }
   SPK_ASSIGN(int window, r.integer("sliding_window", r.j.contains("sliding_window") ? 0 : 4096, 0));
   SPK_ASSIGN(int max_window_layers, r.integer("max_window_layers", 28, 0));
   std::vector<bool> sliding(c.num_hidden_layers, false);
@@ -121,6 +160,8 @@ Status parse_sliding(const ConfigReader& r, ModelConfig& c) {
                                         "; supported: \"full_attention\", \"sliding_attention\"");
       }
     }
+  } else if (c.arch == Arch::qwen2_moe) {
+    for (int i = 0; i < std::min(max_window_layers, c.num_hidden_layers); i += 2) sliding[i] = true;
   } else {
     for (int i = max_window_layers; i < c.num_hidden_layers; ++i) sliding[i] = true;
   }
@@ -137,12 +178,18 @@ Status parse_family(const ConfigReader& r, ModelConfig& c) {
       SPK_ASSIGN(c.mlp_bias, r.boolean("mlp_bias", false));
       break;
     }
-    case Arch::mistral:  // transformers' Mistral has no biases whatever the config says
+    case Arch::mistral:  // transformers' Mistral and Mixtral have no biases whatever the config says
+    case Arch::mixtral:
       break;
     case Arch::qwen2:
       c.attention_bias = true;  // Qwen2 q/k/v projections always carry a bias
       break;
-    case Arch::qwen3: {
+    case Arch::qwen2_moe: {  // q/k/v only (qkv_bias), never o_proj
+      SPK_ASSIGN(c.attention_bias, r.boolean("qkv_bias", true));
+      break;
+    }
+    case Arch::qwen3:
+    case Arch::qwen3_moe: {
       SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
       c.qk_norm = true;
       break;
@@ -204,7 +251,8 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   try {
     SPK_TRY(parse_architecture(top, r, wrapper, c));
     SPK_TRY(parse_shape(r, c));
-    SPK_ASSIGN(RopeConfig rope, parse_rope_config(r, 10000.0, c.max_position_embeddings));
+    SPK_ASSIGN(RopeConfig rope,
+               parse_rope_config(r, class_defaults(c.arch).theta, c.max_position_embeddings));
     c.rope_theta = rope.theta, c.rope_scaling = rope.scaling;
     // A wrapper's own tie_word_embeddings decides (transformers ties the wrapper model's lm_head by it:
     // Mistral3 saves none with text_config false, top-level true); dtype may sit at either level.
@@ -213,6 +261,10 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
     const ConfigReader& dt = r.present("dtype") || r.present("torch_dtype") ? r : top;
     SPK_ASSIGN(c.torch_dtype, parse_torch_dtype(dt));
     SPK_TRY(parse_family(r, c));
+    std::string family_arch;  // the text model's class, also under a wrapper
+    for (const Family& f : kFamilies)
+      if (f.arch == c.arch) family_arch = f.architecture;
+    SPK_ASSIGN(c.moe, parse_moe_config(r.j, path, family_arch, c.num_hidden_layers));
     const ConfigReader& ids = r.present("eos_token_id") || r.present("bos_token_id") ? r : top;
     SPK_TRY(parse_token_ids(ids, c));
   } catch (const json::exception& e) {  // a typed read above that the checks missed: never abort

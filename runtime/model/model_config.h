@@ -8,11 +8,12 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "runtime/model/moe_config.h"
 #include "runtime/model/rope_config.h"
 
 namespace spk::rt {
 
-enum class Arch { llama, mistral, qwen2, qwen3 };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral };
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -43,6 +44,7 @@ struct ModelConfig {
   DType torch_dtype = DType::bf16;
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
+  std::optional<MoeConfig> moe;  // mixture-of-experts facts (moe_config.h); nullopt for dense models
 
   [[nodiscard]] RopeConfig rope() const { return {rope_theta, rope_scaling}; }
   // 0 = full attention for layer i.

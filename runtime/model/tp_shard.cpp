@@ -55,6 +55,17 @@ Result<TpShardPlan> plan_tp_shard(const ModelConfig& c, int rank, int world) {
                       "use a --world that divides num_key_value_heads", false);
   const int m = c.intermediate_size / world;
   p.mlp = {rank * m, m};
+  if (c.moe) {  // every expert is sharded along its intermediate dimension
+    SPK_TRY(check_divisible("moe_intermediate_size", c.moe->moe_intermediate_size, world));
+    const int e = c.moe->moe_intermediate_size / world;
+    p.moe_mlp = {rank * e, e};
+    if (c.moe->shared_expert_intermediate_size > 0) {
+      SPK_TRY(
+          check_divisible("shared_expert_intermediate_size", c.moe->shared_expert_intermediate_size, world));
+      const int s = c.moe->shared_expert_intermediate_size / world;
+      p.shared_mlp = {rank * s, s};
+    }
+  }
   p.vocab_per_rank = (c.vocab_size + world - 1) / world;
   const int vb = rank * p.vocab_per_rank;
   const int ve = std::min(c.vocab_size, vb + p.vocab_per_rank);

@@ -22,6 +22,8 @@ struct TpShardPlan {
   ShardRange kv_heads;     // of num_key_value_heads (count 1 and shared when replicated)
   int kv_replicas = 1;     // ranks sharing one KV head (1 = split, no replication)
   ShardRange mlp;          // columns of intermediate_size (gate/up rows, down in-dim)
+  ShardRange moe_mlp;      // columns of moe_intermediate_size, of every routed expert (MoE models)
+  ShardRange shared_mlp;   // columns of shared_expert_intermediate_size (MoE models with a shared expert)
   ShardRange vocab;        // rows of the embedding / LM head (last rank may hold fewer)
   int vocab_per_rank = 0;  // ceil(vocab / world): padded shard size for all_gather_rows
 };

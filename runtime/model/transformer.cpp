@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/model/moe.h"
+
 namespace spk::rt {
 
 Result<std::unique_ptr<Model>> Transformer::create(const ModelConfig& cfg, std::shared_ptr<WeightSource> src,
@@ -66,9 +68,14 @@ uint64_t Transformer::activation_bytes(int max_tokens) const {
   const TpShardPlan& p = tp_.plan;
   const uint64_t logits =
       p.world == 1 ? cfg_.vocab_size : (p.world + 1ull) * p.vocab_per_rank + cfg_.vocab_size;
-  const uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
-                             2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count +
-                             3 /* ids, rows */ + cfg_.hidden_size + logits /* worst case */;
+  uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
+                       2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count + 3 /* ids, rows */ +
+                       cfg_.hidden_size + logits /* worst case */;
+  if (cfg_.moe) {  // router logits + slots; the CPU op's scratch for one expert: rows, gate/up/act, out
+    const MoeConfig& e = *cfg_.moe;
+    const uint64_t inter = std::max(p.moe_mlp.count, p.shared_mlp.count);
+    per_token += e.num_experts + 1 + 2ull * (e.top_k + 1) + 2ull * cfg_.hidden_size + 3 * inter;
+  }
   return 4ull * per_token * static_cast<uint64_t>(std::max(max_tokens, 0));
 }
 
@@ -108,6 +115,14 @@ Status Transformer::reserve(int64_t n, int64_t m) {
     SPK_ASSIGN(cap_.up, be_->alloc(DType::f32, {n, I}));
     SPK_ASSIGN(cap_.act, be_->alloc(DType::f32, {n, I}));
     SPK_ASSIGN(ids_cap_, be_->alloc(DType::i32, {n}));
+    if (c.moe) {  // the widest of the MoE layers' router logits and slots
+      int64_t R = 0, S = 0;
+      for (const auto& L : layers_)
+        if (L.moe) R = std::max<int64_t>(R, L.moe->logit_rows()), S = std::max<int64_t>(S, L.moe->slots());
+      SPK_ASSIGN(cap_.router_logits, be_->alloc(DType::f32, {n, std::max<int64_t>(R, 1)}));
+      SPK_ASSIGN(cap_.moe_ids, be_->alloc(DType::i32, {n, std::max<int64_t>(S, 1)}));
+      SPK_ASSIGN(cap_.moe_w, be_->alloc(DType::f32, {n, std::max<int64_t>(S, 1)}));
+    }
     cap_tokens_ = n;
   }
   if (m > cap_logits_) {
@@ -236,6 +251,11 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
                           {&a.up, &cap_.up},
                           {&a.act, &cap_.act}})
     *dst = src->rows(0, n);
+  if (cfg_.moe)
+    for (auto [dst, src] : {std::pair{&a.router_logits, &cap_.router_logits},
+                            {&a.moe_ids, &cap_.moe_ids},
+                            {&a.moe_w, &cap_.moe_w}})
+      *dst = src->rows(0, n);
   Tensor ids = ids_cap_.rows(0, n);
   SPK_TRY(be_->begin_step(meta));  // first: the uploads below are queued in the step (one graph)
   SPK_TRY(embed_.upload_ids(*be_, batch.tokens, ids));
@@ -251,7 +271,7 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
     SPK_TRY(L.self_attn.forward(*be_, a, inv_freq_, k_cache_[l], v_cache_[l]));
     SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.post_attention_layernorm.w, L.post_attention_layernorm.eps,
                              a.h));
-    SPK_TRY(L.mlp.forward(*be_, a));
+    SPK_TRY(L.forward_mlp(*be_, a));
   }
   if (m == 0) return be_->synchronize();
   // Final norm and lm_head only for the rows whose logits are wanted.

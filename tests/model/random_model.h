@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -50,6 +51,8 @@ inline rt::ModelConfig small_config(rt::Arch arch) {
       c.qk_norm = true;
       c.tie_word_embeddings = true;
       c.head_dim = 24;  // Qwen3 decouples head_dim from hidden / heads
+      break;
+    default:  // mixture-of-experts families: random_moe_model.h
       break;
   }
   return c;
@@ -174,8 +177,12 @@ inline void rmsnorm(Vec& x, const Vec& w, double eps, int64_t off, int64_t d) {
   for (int64_t i = 0; i < d; ++i) x[off + i] = x[off + i] * inv * w[i];
 }
 
+// `mlp`, when given, replaces the dense MLP of the layers it accepts: mlp(layer, h, out) returns false
+// to leave the layer dense (the mixture-of-experts tests' naive reference plugs in here).
+using MlpHook = std::function<bool(int layer, const Vec& h, Vec& out)>;
+
 inline std::vector<Vec> forward(const rt::ModelConfig& c, const rt::WeightSource& w,
-                                const std::vector<int32_t>& tokens) {
+                                const std::vector<int32_t>& tokens, const MlpHook& mlp = {}) {
   const int64_t H = c.hidden_size, hq = c.num_attention_heads, hk = c.num_key_value_heads, hd = c.head_dim,
                 I = c.intermediate_size, V = c.vocab_size, T = static_cast<int64_t>(tokens.size());
   // Inverse frequencies, llama3-scaled (the transformers formulas, in double).
@@ -254,6 +261,10 @@ inline std::vector<Vec> forward(const rt::ModelConfig& c, const rt::WeightSource
       for (int64_t i = 0; i < H; ++i) x[t][i] += o[i];
       Vec h = x[t];
       rmsnorm(h, ln2, c.rms_norm_eps, 0, H);
+      if (Vec out; mlp && mlp(l, h, out)) {
+        for (int64_t i = 0; i < H; ++i) x[t][i] += out[i];
+        continue;
+      }
       const Vec g = matvec(Wg, h, {}, I), u = matvec(Wu, h, {}, I);
       Vec a(I);
       for (int64_t i = 0; i < I; ++i) a[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
