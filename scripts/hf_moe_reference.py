@@ -132,10 +132,10 @@ def hf_reference(model_dir, n_tokens, device):
             "logits": [float(x) for x in logits], "tokens": tokens}
 
 
-def ours(sparkctl, model_dir, n_tokens, threads):
-    dump = os.path.join(model_dir, "sparkctl.json")
+def ours(sparkctl, model_dir, n_tokens, threads, backend="cpu"):
+    dump = os.path.join(model_dir, f"sparkctl-{backend}.json")
     cmd = [sparkctl, "generate", "--model", model_dir, "--prompt-ids", ",".join(map(str, PROMPT_IDS)),
-           "--max-tokens", str(n_tokens), "--temperature", "0", "--ignore-eos", "--backend", "cpu",
+           "--max-tokens", str(n_tokens), "--temperature", "0", "--ignore-eos", "--backend", backend,
            "--threads", str(threads), "--dump-logits", dump]
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
@@ -160,6 +160,7 @@ def main():
     p.add_argument("--rope-theta", type=float, default=10000.0,
                    help="RoPE base of every model (transformers 5 writes it as rope_parameters.rope_theta)")
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--backend", default="cpu", help="sparkctl's backend (cuda: use --tol 2e-2, bf16 weights)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--hf-only", action="store_true", help="write checkpoints and hf.json, no sparkctl")
     mode.add_argument("--compare-only", action="store_true", help="sparkctl against an earlier --hf-only")
@@ -195,7 +196,7 @@ def main():
             print(f"{name}: layout {ref['layout']}, HF argmax {max(range(VOCAB), key=ref['logits'].__getitem__)}, "
                   f"tokens {ref['tokens'][:8]}... ({ref['source']})")
             continue
-        got, why = ours(args.sparkctl, d, args.tokens, args.threads)
+        got, why = ours(args.sparkctl, d, args.tokens, args.threads, args.backend)
         if got is None:
             print(f"{name}: layout {ref['layout']}, FAIL: {why}")
             failed += 1

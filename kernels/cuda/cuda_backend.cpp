@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/graph_queue.h"
+#include "kernels/cuda/moe_ffn.h"
 #include "kernels/cuda/weight_loader.h"
 
 namespace spk::cuda {
@@ -548,6 +550,42 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
+  // Mixture-of-experts FFN (kernels/cuda/moe_ffn.cu). The experts' pointer table is built once per
+  // expert list (the layer's vector lives as long as the model) and the scratch only grows.
+  Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
+                 const Tensor& w, Tensor& out) override {
+    if (x.dtype != DType::f32 || x.rank() != 2 || out.dtype != DType::f32 || out.shape != x.shape ||
+        ids.dtype != DType::i32 || ids.rank() != 2 || ids.dim(0) != x.dim(0) || w.dtype != DType::f32 ||
+        w.shape != ids.shape || experts.empty())
+      return op_error("moe_ffn", "x " + describe(x) + ", ids " + describe(ids) + ", w " + describe(w) +
+                                     ", out " + describe(out) + ", " + std::to_string(experts.size()) +
+                                     " experts");
+    const int n = static_cast<int>(x.dim(0)), d = static_cast<int>(x.dim(1)),
+              k = static_cast<int>(ids.dim(1));
+    SPK_ASSIGN(const MoeTable* tab, moe_table(experts, d));
+    const size_t need = static_cast<size_t>(n) * k * tab->max_inter;
+    if (need > moe_h_elems_) {
+      SPK_TRY(flush());
+      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      Status st;
+      moe_h_ = device_alloc(need * 4, &st);
+      SPK_TRY(st);
+      moe_h_elems_ = need;
+      ++gen_;
+      queue_.clear();
+    }
+    const cuda::MoeExpert* te = tab->dev;
+    const int ne = static_cast<int>(experts.size()), mi = tab->max_inter;
+    const float* xp = x.ptr<float>();
+    const int32_t* ip = ids.ptr<int32_t>();
+    const float* wp = w.ptr<float>();
+    float* hp = static_cast<float*>(moe_h_.get());
+    float* op = out.ptr<float>();
+    push([=](cudaStream_t s) { return cuda::moe_ffn_bf16(te, ne, xp, ip, wp, n, k, d, mi, hp, op, s); },
+         {0x4D, u(te), u(xp), u(ip), u(wp), u(hp), u(op), u(int64_t(n)), u(int64_t(k)), gen_});
+    return ok_status();
+  }
+
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     if (x.rank() < 1 || rows.dtype != DType::i32 || out.numel() != rows.numel() * (x.numel() / x.dim(0)))
       return op_error("gather_rows", describe(x) + " rows " + describe(rows) + " -> " + describe(out));
@@ -810,6 +848,41 @@ class CudaBackend final : public Backend {
           *tables_ = nullptr;
   int max_q_len_ = 0, n_tiles_ = 0;
   std::shared_ptr<void> partial_;  // split-KV partials
+  struct MoeTable {
+    std::shared_ptr<void> storage;
+    const cuda::MoeExpert* dev = nullptr;
+    size_t count = 0;
+    int max_inter = 0;
+  };
+  Result<const MoeTable*> moe_table(const std::vector<ExpertWeights>& experts, int d) {
+    MoeTable& t = moe_tables_[experts.data()];
+    if (t.dev != nullptr && t.count == experts.size()) return &t;
+    std::vector<cuda::MoeExpert> host(experts.size());
+    t.max_inter = 0;
+    for (size_t i = 0; i < experts.size(); ++i) {
+      const ExpertWeights& e = experts[i];
+      const bool ok = e.gate.rank() == 2 && e.gate.dtype == DType::bf16 && e.up.dtype == DType::bf16 &&
+                      e.down.dtype == DType::bf16 && e.gate.dim(1) == d && e.up.shape == e.gate.shape &&
+                      e.down.rank() == 2 && e.down.dim(0) == d && e.down.dim(1) == e.gate.dim(0);
+      if (!ok)
+        return op_error("moe_ffn", "expert " + std::to_string(i) + ": gate " + describe(e.gate) + ", up " +
+                                       describe(e.up) + ", down " + describe(e.down) + " for width " +
+                                       std::to_string(d) + " (bf16 [inter, d] / [d, inter] expected)");
+      host[i] = {e.gate.ptr<bf16>(), e.up.ptr<bf16>(), e.down.ptr<bf16>(), static_cast<int>(e.gate.dim(0))};
+      t.max_inter = std::max(t.max_inter, host[i].inter);
+    }
+    Status st;
+    t.storage = device_alloc(host.size() * sizeof(cuda::MoeExpert), &st);
+    SPK_TRY(st);
+    SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpert),
+                              cudaMemcpyHostToDevice));
+    t.dev = static_cast<const cuda::MoeExpert*>(t.storage.get());
+    t.count = experts.size();
+    return &t;
+  }
+  std::map<const ExpertWeights*, MoeTable> moe_tables_;
+  std::shared_ptr<void> moe_h_;  // moe_ffn's h scratch
+  size_t moe_h_elems_ = 0;
   size_t partial_elems_ = 0;
   std::shared_ptr<void> counters_;  // per (token, kv head) split counters of the shared kernel, kept zero
   size_t counters_cap_ = 0;

@@ -45,17 +45,18 @@ void append_f32(const HostWeight& hw, int64_t n, std::vector<float>& out) {
 }
 
 // Rows `rows` x columns `cols` of the [.., C] matrix that starts `base` elements into hw, in the
-// checkpoint dtype: a view into the mmap when whole rows are taken, else a copy of just the slice.
+// backend's weight dtype (CPU: as stored, a view into the mmap when whole rows are taken, else a copy of
+// just the slice; CUDA: bf16).
 Result<Tensor> import_block(Backend& be, const WeightSource& src, const HostWeight& hw, int64_t base,
                             int64_t C, ShardRange rows, ShardRange cols) {
   const size_t esz = dtype_size(hw.dtype);
   const char* first = static_cast<const char*>(hw.data) + (base + int64_t{rows.begin} * C) * esz;
   if (cols.begin == 0 && cols.count == C)
-    return be.import_weight(first, hw.dtype, {rows.count, C}, src.keepalive(), hw.dtype);
+    return be.import_weight(first, hw.dtype, {rows.count, C}, src.keepalive(), be.weight_dtype(hw.dtype));
   auto buf = std::make_shared<std::vector<char>>(static_cast<size_t>(rows.count) * cols.count * esz);
   for (int64_t r = 0; r < rows.count; ++r)
     std::memcpy(buf->data() + r * cols.count * esz, first + (r * C + cols.begin) * esz, cols.count * esz);
-  return be.import_weight(buf->data(), hw.dtype, {rows.count, cols.count}, buf, hw.dtype);
+  return be.import_weight(buf->data(), hw.dtype, {rows.count, cols.count}, buf, be.weight_dtype(hw.dtype));
 }
 
 // One SiLU-GLU expert stored as three 2-D tensors gate/up [I, H], down [H, I]; this rank's slice `s`.
@@ -78,10 +79,6 @@ Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const
 Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const ModelConfig& c,
                     const TpContext& tp) {
   const MoeConfig& m = *c.moe;
-  if (be.device() != Device::cpu)  // refused at load, not at the first step
-    return make_error(std::string("mixture-of-experts layers run on the cpu backend only (this is '") +
-                          std::string(be.name()) + "')",
-                      "serve " + c.architecture + " with --backend cpu");
   SPK_ASSIGN(router, MoeRouter::make(m));
   comm = tp.comm;
   const int64_t H = c.hidden_size, I = m.moe_intermediate_size, E = m.num_experts;
@@ -108,7 +105,10 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
     append_f32(g, H, rw);
   }
   auto rbuf = std::make_shared<std::vector<float>>(std::move(rw));
-  SPK_ASSIGN(gate_w, be.import_weight(rbuf->data(), DType::f32, {logit_rows(), H}, rbuf, DType::f32));
+  // Router rows (+ the shared-expert gate) in fp32 on the CPU; a GPU backend keeps them in its weight
+  // dtype (bf16, exact for a bf16 checkpoint) and the routing math itself stays fp32 on the host.
+  SPK_ASSIGN(gate_w, be.import_weight(rbuf->data(), DType::f32, {logit_rows(), H}, rbuf,
+                                      be.weight_dtype(DType::f32)));
   if (m.score_correction_bias) {
     SPK_ASSIGN(HostWeight b, get_shaped(src, base + ".gate.e_score_correction_bias", {E},
                                         "the router selects with a score correction bias"));

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <random>
@@ -148,6 +149,53 @@ TEST_P(CudaTp, WorldsTwoAndFourOnOneGpuMatchOneRank) {
       EXPECT_LE(near_ties * 100, kGenerate * 3) << "rank " << r;
     }
   }
+}
+
+// A figure, not a bound: what one gloo-host all-reduce of a batch-1 hidden state (8B shape: 4096 floats)
+// costs between two ranks on this GPU, and so what a decode step's 2 x 32 + 1 collectives add.
+TEST(CudaTpCost, HostStagedAllReduceAtBatchOne) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
+  constexpr int kIters = 300, kFloats = 4096, kPerStep = 2 * 32 + 1;
+  const int port = free_loopback_port();
+  std::vector<double> us(2);
+  std::vector<std::string> errors(2);
+  std::barrier done_all(2);
+  run_ranks(2, [&](int r) {
+    struct Arrive {
+      std::barrier<>& b;
+      ~Arrive() { b.arrive_and_wait(); }
+    };
+    rt::dist::GroupOptions o;
+    o.rank = r, o.world = 2, o.comm = "gloo-host", o.token = "t";
+    o.master = "127.0.0.1:" + std::to_string(port);
+    auto g = rt::dist::join_group(o);
+    Arrive arrive{done_all};
+    if (!g.ok()) return void(errors[r] = g.error().what());
+    auto be = make_backend({.name = "cuda"});
+    if (!be.ok()) return void(errors[r] = be.error().what());
+    auto t = (*be)->alloc(DType::f32, {kFloats});
+    if (!t.ok()) return void(errors[r] = t.error().what());
+    for (int i = 0; i < kIters + 20; ++i) {
+      if (i == 20) {  // warm: staging allocated, sockets hot
+        (void)(*be)->synchronize();
+        us[r] =
+            -std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+                 .count();
+      }
+      auto st = rt::dist::all_reduce_sum(**be, (*g)->comm(), *t);
+      if (!st.ok()) return void(errors[r] = st.error().what());
+    }
+    (void)(*be)->synchronize();
+    us[r] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+                 .count();
+  });
+  for (const auto& e : errors) ASSERT_TRUE(e.empty()) << e;
+  const double per = std::max(us[0], us[1]) / kIters;
+  std::printf(
+      "gloo-host all-reduce of %d floats, 2 ranks on one GPU: %.1f us each; a batch-1 8B decode step "
+      "(%d collectives) adds ~%.2f ms\n",
+      kFloats, per, kPerStep, per * kPerStep / 1000.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, CudaTp,
