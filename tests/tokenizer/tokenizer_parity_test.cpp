@@ -125,8 +125,9 @@ TEST_P(Parity, IdsAndDecodeMatchReference) {
             << " s cpu = " << (text.size() / 1e6) / (cpu1 - cpu0) << " MB/s (cpu, cold cache)\n";
   // Budget: well under a second of CPU per MB even on a loaded CI core (on the big corpus only: a few
   // KB measure start-up noise).
-  if (text.size() >= 100000)
+  if (text.size() >= 100000) {
     EXPECT_LT((cpu1 - cpu0) / (text.size() / 1e6), 1.0) << "encode slower than 1 s of CPU per MB";
+  }
 
   std::vector<int32_t> ref = read_ids((tmp.path / (std::string(c.name) + ".ids")).string());
   ASSERT_FALSE(ref.empty());
