@@ -40,6 +40,9 @@ struct Case {
   Variant variant = Variant::kAsIs;
 };
 
+// gtest prints the case by name (not as bytes) in test lists and failures.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 // The tokenizer directory of a case: the package's, or a rewritten copy in `tmp`.
 std::string case_dir(const Case& c, const std::filesystem::path& tmp) {
   if (c.variant == Variant::kAsIs) return model_dir(c.package);
