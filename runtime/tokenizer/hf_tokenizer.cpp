@@ -5,7 +5,6 @@
 #include <unordered_set>
 
 #include "runtime/tokenizer/byte_level.h"
-#include "runtime/tokenizer/nfc.h"
 #include "runtime/tokenizer/utf8.h"
 
 namespace spk::rt {
@@ -21,21 +20,9 @@ const json& member(const json& j, const char* key) {
 }
 
 Error bad(const std::string& origin, const std::string& what) {
-  return make_error(
-      origin + ": " + what,
-      "sparkctl supports byte-level BPE tokenizer.json files (Llama 3, Qwen2/3, DeepSeek-V3, gpt-oss)");
-}
-
-Status add_norms(const json& c, const std::string& origin, std::vector<int>& norms) {
-  std::string type = c.value("type", "");
-  if (type == "NFC") {
-    norms.push_back(1);
-  } else if (type == "Sequence") {
-    for (const auto& sub : c.value("normalizers", json::array())) SPK_TRY(add_norms(sub, origin, norms));
-  } else {
-    return bad(origin, "normalizer type '" + type + "' is not supported (NFC, Sequence)");
-  }
-  return ok_status();
+  return make_error(origin + ": " + what,
+                    "sparkctl supports BPE tokenizer.json files: byte-level (Llama 3, Qwen2/3, DeepSeek-V3, "
+                    "gpt-oss) and SentencePiece-style with byte fallback (Llama 2, Mistral v0.x, Gemma)");
 }
 
 // @huggingface/tokenizers' clean_up_tokenization: these replace-alls, in this order.
@@ -74,13 +61,16 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
   if (!model.is_object() || model.value("type", "BPE") != "BPE")
     return bad(origin, "model type '" + (model.is_object() ? model.value("type", "?") : std::string("none")) +
                            "' is not supported (BPE)");
-  if (model.value("byte_fallback", false)) return bad(origin, "BPE byte_fallback is not supported");
   for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(k) && model[k].is_string() && !model[k].get<std::string>().empty())
       return bad(origin, std::string("BPE ") + k + " is not supported");
-  const json& dec = member(j, "decoder");
-  if (!dec.is_object() || dec.value("type", "") != "ByteLevel")
-    return bad(origin, "decoder " + dec.dump() + " is not supported (ByteLevel)");
+  SPK_ASSIGN(t->decoder_, TokenDecoder::from_json(member(j, "decoder"), origin));
+  const bool byte_level = t->decoder_.byte_level();
+  SPK_ASSIGN(t->pre_, PreTokenizer::from_json(member(j, "pre_tokenizer")));
+  if (t->pre_.has_byte_level() != byte_level)
+    return bad(origin, std::string("the pre_tokenizer ") + (byte_level ? "lacks" : "has") +
+                           " a ByteLevel step but the decoder " + (byte_level ? "is" : "is not") +
+                           " ByteLevel: the vocabulary's alphabet is ambiguous");
 
   // Vocabulary.
   const json& vocab = model.at("vocab");
@@ -99,12 +89,14 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
     if (id < 0) return bad(origin, "negative id for token " + it.key());
     t->pieces_[id] = it.key();
     std::string raw;
-    if (byte_level::decode(it.key(), &raw)) {
+    if (!byte_level) {
+      raw_vocab[id] = it.key();  // SentencePiece lineage: tokens are text ("▁" for a space)
+    } else if (byte_level::decode(it.key(), &raw)) {
       raw_vocab[id] = raw;
-      t->bytes_[id] = raw;
-    } else {
-      t->bytes_[id] = it.key();  // not byte-level (never produced by BPE): decode verbatim
-    }
+    }  // else: not byte-level, never produced by BPE
+    bool lead = false;
+    t->bytes_[id] = t->decoder_.token_bytes(it.key(), false, &lead);
+    if (lead) t->flags_[id] |= kLeadSpace;
     t->piece_to_id_[it.key()] = id;
   }
   std::vector<std::pair<std::string, std::string>> merges;
@@ -125,6 +117,10 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
     } else {
       return bad(origin, "merge " + m.dump() + " is neither \"a b\" nor [a, b]");
     }
+    if (!byte_level) {
+      merges.emplace_back(std::move(a), std::move(b));
+      continue;
+    }
     std::string ra, rb;
     if (!byte_level::decode(a, &ra) || !byte_level::decode(b, &rb))
       return bad(origin, "merge '" + a + " " + b + "' is not byte-level");
@@ -135,18 +131,28 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
     auto it = t->piece_to_id_.find(model["unk_token"].get<std::string>());
     if (it != t->piece_to_id_.end()) unk = it->second;
   }
+  auto flag = [&](const char* k) {
+    return model.contains(k) && model[k].is_boolean() && model[k].get<bool>();
+  };
+  BpeOptions opt{.char_level = !byte_level,
+                 .byte_fallback = flag("byte_fallback"),
+                 .fuse_unk = flag("fuse_unk"),
+                 .ignore_merges = flag("ignore_merges"),
+                 .unk_id = unk};
+  if (opt.byte_fallback && byte_level)
+    return bad(origin,
+               "BPE byte_fallback with a ByteLevel decoder (byte-level vocabularies need no fallback)");
   std::string bad_merge;
-  if (!t->bpe_.init(raw_vocab, merges, model.value("ignore_merges", false), unk, &bad_merge))
+  if (!t->bpe_.init(raw_vocab, merges, opt, &bad_merge))
     return bad(origin, bad_merge + " refers to a token that is not in the vocabulary");
-
-  // Normalizer and pre-tokenizer.
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    std::vector<int> norms;
-    SPK_TRY(add_norms(j["normalizer"], origin, norms));
-    for (int k : norms) t->norms_.push_back(k == 1 ? Norm::kNfc : Norm::kNone);
-    t->has_normalizer_ = true;
+  if (opt.byte_fallback) {
+    for (int b = 0; b < 256; ++b)
+      if (t->bpe_.byte_token(static_cast<uint8_t>(b)) < 0)
+        return bad(origin, "BPE byte_fallback is on but the vocabulary lacks byte token <0x" +
+                               std::string(1, "0123456789ABCDEF"[b >> 4]) + "0123456789ABCDEF"[b & 15] + ">");
   }
-  SPK_ASSIGN(t->pre_, PreTokenizer::from_json(member(j, "pre_tokenizer")));
+
+  SPK_ASSIGN(t->normalizer_, Normalizer::from_json(member(j, "normalizer"), origin));
 
   // Added tokens: they override the model's token strings (as the JS reference's maps do).
   std::vector<AddedToken> raw_split, norm_split;
@@ -160,15 +166,17 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
     at.rstrip = a.value("rstrip", false);
     at.single_word = a.value("single_word", false);
     at.normalized = a.contains("normalized") ? a["normalized"].get<bool>() : !at.special;
+    if (at.id < 0) return bad(origin, "negative id for added token " + at.content);
     t->pieces_[at.id] = at.content;
-    t->bytes_[at.id] = at.content;
-    t->flags_[at.id] |= kAdded | (at.special ? kSpecial : 0);
+    bool lead = false;
+    t->bytes_[at.id] = t->decoder_.token_bytes(at.content, true, &lead);
+    t->flags_[at.id] =
+        (t->flags_[at.id] & ~kLeadSpace) | kAdded | (at.special ? kSpecial : 0) | (lead ? kLeadSpace : 0);
     t->piece_to_id_[at.content] = at.id;
     if (at.special) skip.insert(at.content);
-    if (at.normalized && t->has_normalizer_) {
-      std::string c = at.content;
-      for (Norm nm : t->norms_)
-        if (nm == Norm::kNfc) c = nfc(c);
+    if (at.normalized && t->normalizer_.present()) {
+      if (!utf8::is_valid(at.content)) return bad(origin, "added token " + at.content + " is not UTF-8");
+      SPK_ASSIGN(std::string c, t->normalizer_.apply(at.content));
       t->piece_to_id_.emplace(c, at.id);
       at.content = c;
       norm_split.push_back(std::move(at));
@@ -235,9 +243,10 @@ Status HfTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out
       out.push_back(it->second);
       continue;
     }
-    std::string normalized(s.text);
-    for (Norm nm : norms_)
-      if (nm == Norm::kNfc) normalized = nfc(normalized);
+    // Metaspace's prepend_scheme "first": only the text that starts the input (Rust tokenizers'
+    // offset-0 rule; the JS reference's section_index 0 is the same for these files).
+    const bool section_at_start = s.text.data() == text.data();
+    SPK_ASSIGN(std::string normalized, normalizer_.apply(s.text));
     if (normalized.empty()) continue;
     for (const Section& sub : split_normalized_.split(normalized)) {
       if (sub.id >= 0) {
@@ -245,7 +254,8 @@ Status HfTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out
       } else if (!sub.text.empty()) {
         std::vector<std::string_view> pieces;
         std::deque<std::string> arena;
-        SPK_TRY(pre_.split(sub.text, pieces, arena));
+        SPK_TRY(
+            pre_.split(sub.text, section_at_start && sub.text.data() == normalized.data(), pieces, arena));
         for (std::string_view p : pieces) bpe_.encode_word(p, out);
       }
     }
@@ -284,6 +294,16 @@ std::string HfTokenizer::decode_bytes(const std::vector<int32_t>& ids, bool skip
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string s = utf8::sanitize(decode_bytes(ids, skip_special_tokens));
+  if (decoder_.strips_start()) {
+    bool first_lead = false;
+    for (int32_t id : ids) {
+      if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) continue;
+      if (skip_special_tokens && (flags_[id] & kSkip)) continue;
+      first_lead = flags_[id] & kLeadSpace;
+      break;
+    }
+    s = decoder_.finish(std::move(s), first_lead);
+  }
   return clean_up_ ? clean_up(std::move(s)) : s;
 }
 

@@ -1,10 +1,13 @@
-// Internal: the Tokenizer implementation for Hugging Face byte-level BPE tokenizer.json files.
-// Pipeline per @huggingface/tokenizers (the parity reference):
+// Internal: the Tokenizer implementation for Hugging Face BPE tokenizer.json files, both lineages:
+// byte-level (Llama 3, Qwen, DeepSeek, gpt-oss) and SentencePiece-style with byte fallback (Llama 2,
+// Mistral v0.x, Gemma). Pipeline per @huggingface/tokenizers (the parity reference):
 //   split on added tokens whose `normalized` is false (or with no normalizer) -> normalize each text
-//   section (NFC / Sequence) -> split on the normalized added tokens -> pre-tokenize (Split regexes,
-//   ByteLevel) -> BPE -> post-process (ByteLevel: nothing; TemplateProcessing: e.g. Llama 3's BOS).
-// decode: ids -> bytes (added tokens verbatim) -> UTF-8 with U+FFFD for invalid bytes, then the
-// clean_up_tokenization_spaces rewrite when tokenizer_config.json asks for it (Llama 3.1 does).
+//   section (NFC / Prepend / Replace / Sequence) -> split on the normalized added tokens -> pre-tokenize
+//   (Split regexes, ByteLevel, Metaspace) -> BPE -> post-process (ByteLevel: nothing;
+//   TemplateProcessing: e.g. Llama 3's or Llama 2's BOS).
+// decode: ids -> bytes per token (decoder.h) -> UTF-8 with U+FFFD for invalid bytes -> the decoder's
+// whole-text rules (SentencePiece: strip the leading " ") -> the clean_up_tokenization_spaces rewrite
+// when tokenizer_config.json asks for it (Llama 3.1 does).
 #pragma once
 
 #include <memory>
@@ -13,6 +16,8 @@
 
 #include "runtime/tokenizer/added_tokens.h"
 #include "runtime/tokenizer/bpe.h"
+#include "runtime/tokenizer/decoder.h"
+#include "runtime/tokenizer/normalizer.h"
 #include "runtime/tokenizer/pre_tokenizer.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -32,30 +37,30 @@ class HfTokenizer final : public Tokenizer {
   [[nodiscard]] size_t vocab_size() const override { return pieces_.size(); }
   [[nodiscard]] bool is_special(int32_t id) const override;
 
-  // Raw bytes of the ids (added tokens verbatim, special ones dropped when asked), not yet UTF-8
-  // checked and without clean-up: the streaming decoder works on this.
+  // Raw bytes of the ids (special ones dropped when asked), not yet UTF-8 checked, without the
+  // decoder's whole-text rules and clean-up: the streaming decoder works on this, so a stream that
+  // continues a prompt keeps the leading " " of its first SentencePiece token (as vLLM does).
   [[nodiscard]] std::string decode_bytes(const std::vector<int32_t>& ids, bool skip_special_tokens) const;
   // Error-reporting variant of encode (encode() returns what it got up to a regex failure).
   Result<std::vector<int32_t>> try_encode(std::string_view text, bool add_special_tokens) const;
   [[nodiscard]] bool clean_up_tokenization_spaces() const { return clean_up_; }
 
  private:
-  enum class Norm { kNone, kNfc };
   Status encode_text(std::string_view text, std::vector<int32_t>& out) const;
 
   std::vector<std::string> pieces_;  // id -> token string as in tokenizer.json (added: content)
   std::vector<std::string> bytes_;   // id -> raw bytes for decode
-  std::vector<uint8_t> flags_;       // id -> kAdded | kSpecial | kSkip
+  std::vector<uint8_t> flags_;       // id -> kAdded | kSpecial | kSkip | kLeadSpace
   StringMap<int32_t> piece_to_id_;
   BpeModel bpe_;
   PreTokenizer pre_;
-  std::vector<Norm> norms_;  // applied in order; an empty Sequence normalizer is still "present"
-  bool has_normalizer_ = false;
+  Normalizer normalizer_;
+  TokenDecoder decoder_;
   AddedTokenSplitter split_raw_, split_normalized_;
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // TemplateProcessing "single" around sequence A
   bool clean_up_ = false;
 
-  static constexpr uint8_t kAdded = 1, kSpecial = 2, kSkip = 4;
+  static constexpr uint8_t kAdded = 1, kSpecial = 2, kSkip = 4, kLeadSpace = 8;
 };
 
 }  // namespace spk::rt

@@ -57,10 +57,14 @@ Status PreTokenizer::add_steps(const nlohmann::json& c, std::vector<Step>& steps
       st.behavior = Behavior::kIsolated;
     else if (behavior == "Removed")
       st.behavior = Behavior::kRemoved;
+    else if (behavior == "MergedWithPrevious")
+      st.behavior = Behavior::kMergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      st.behavior = Behavior::kMergedWithNext;
     else
-      return make_error(
-          "tokenizer.json: Split behavior '" + behavior + "' is not supported (Isolated, Removed)",
-          "use a tokenizer whose Split behavior is Isolated or Removed");
+      return make_error("tokenizer.json: Split behavior '" + behavior +
+                            "' is not supported (Isolated, Removed, MergedWithPrevious, MergedWithNext)",
+                        "use a tokenizer whose Split behavior is one of those");
     st.invert = c.value("invert", false);
   } else if (type == "ByteLevel") {
     st.kind = Kind::kByteLevel;
@@ -68,10 +72,13 @@ Status PreTokenizer::add_steps(const nlohmann::json& c, std::vector<Step>& steps
     if (c.value("use_regex", true)) {
       SPK_ASSIGN(st.regex, Regex::compile(gpt2_pattern()));
     }
+  } else if (type == "Metaspace") {
+    st.kind = Kind::kMetaspace;
+    SPK_ASSIGN(st.metaspace, Metaspace::from_json(c, "tokenizer.json"));
   } else {
-    return make_error(
-        "tokenizer.json: pre_tokenizer type '" + type + "' is not supported (Sequence, Split, ByteLevel)",
-        "use a byte-level BPE tokenizer (Llama 3, Qwen, DeepSeek, gpt-oss families)");
+    return make_error("tokenizer.json: pre_tokenizer type '" + type +
+                          "' is not supported (Sequence, Split, ByteLevel, Metaspace)",
+                      "use a BPE tokenizer of the Llama, Mistral, Qwen, Gemma, DeepSeek or gpt-oss families");
   }
   steps.push_back(std::move(st));
   return ok_status();
@@ -83,12 +90,24 @@ Result<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& config) {
   return p;
 }
 
-Status PreTokenizer::split(std::string_view text, std::vector<std::string_view>& out,
+bool PreTokenizer::has_byte_level() const {
+  for (const Step& st : steps_)
+    if (st.kind == Kind::kByteLevel) return true;
+  return false;
+}
+
+Status PreTokenizer::split(std::string_view text, bool at_start, std::vector<std::string_view>& out,
                            std::deque<std::string>& arena) const {
   std::vector<std::string_view> cur{text}, next;
   for (const Step& st : steps_) {
     next.clear();
     for (std::string_view piece : cur) {
+      if (st.kind == Kind::kMetaspace) {
+        // A piece starts the input when it starts where `text` does (pieces view `text` until a
+        // Metaspace or ByteLevel step copies them into the arena).
+        st.metaspace.apply(piece, at_start && piece.data() == text.data(), next, arena);
+        continue;
+      }
       if (st.kind == Kind::kByteLevel) {
         if (st.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
           arena.push_back(" " + std::string(piece));
@@ -109,9 +128,27 @@ Status PreTokenizer::split(std::string_view text, std::vector<std::string_view>&
           if (e > b) next.push_back(piece.substr(b, e - b));
           return;
         }
-        if (prev < b) next.push_back(piece.substr(prev, b - prev));
-        if (st.behavior == Behavior::kIsolated && e > b) next.push_back(piece.substr(b, e - b));
-        prev = e;
+        switch (st.behavior) {
+          case Behavior::kIsolated:  // an empty match still cuts here, as in the JS reference
+            if (prev < b) next.push_back(piece.substr(prev, b - prev));
+            if (e > b) next.push_back(piece.substr(b, e - b));
+            prev = e;
+            break;
+          case Behavior::kRemoved:
+            if (prev < b) next.push_back(piece.substr(prev, b - prev));
+            prev = e;
+            break;
+          case Behavior::kMergedWithPrevious:  // "a b" -> "a ", "b"
+            if (e == b) break;
+            next.push_back(piece.substr(prev, e - prev));
+            prev = e;
+            break;
+          case Behavior::kMergedWithNext:  // "a b" -> "a", " b"
+            if (e == b) break;
+            if (prev < b) next.push_back(piece.substr(prev, b - prev));
+            prev = b;
+            break;
+        }
       }));
       if (!st.invert && prev < piece.size()) next.push_back(piece.substr(prev));
     }

@@ -1,5 +1,5 @@
-// Internal: the pre-tokenizer chain of tokenizer.json (Sequence of Split and ByteLevel, the steps
-// the supported tokenizers use), producing raw-byte pieces for the BPE model.
+// Internal: the pre-tokenizer chain of tokenizer.json (Sequence of Split, ByteLevel and Metaspace, the
+// steps the supported tokenizers use), producing the pieces (words) for the BPE model.
 #pragma once
 
 #include <deque>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "runtime/tokenizer/metaspace.h"
 #include "runtime/tokenizer/regex_split.h"
 
 namespace spk::rt {
@@ -20,18 +21,23 @@ class PreTokenizer {
   static Result<PreTokenizer> from_json(const nlohmann::json& config);
 
   // Appends the pieces of `text` to `out`. Pieces view `text` or strings kept in `arena`.
-  Status split(std::string_view text, std::vector<std::string_view>& out,
+  // `at_start`: `text` begins the whole input (Metaspace's prepend_scheme "first").
+  Status split(std::string_view text, bool at_start, std::vector<std::string_view>& out,
                std::deque<std::string>& arena) const;
+  [[nodiscard]] bool has_byte_level() const;
 
  private:
-  enum class Kind { kSplit, kByteLevel };
-  enum class Behavior { kIsolated, kRemoved };
+  enum class Kind { kSplit, kByteLevel, kMetaspace };
+  // Split delimiter behaviour as Rust `tokenizers` defines it (the JS reference treats the two Merged*
+  // ones as Isolated; they agree whenever the pattern does not match, as in Gemma's files).
+  enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext };
   struct Step {
     Kind kind = Kind::kSplit;
     std::shared_ptr<const Regex> regex;  // Split pattern, or ByteLevel's GPT-2 regex when use_regex
     Behavior behavior = Behavior::kIsolated;
     bool invert = false;
     bool add_prefix_space = false;
+    Metaspace metaspace;
   };
   static Status add_steps(const nlohmann::json& config, std::vector<Step>& steps);
 

