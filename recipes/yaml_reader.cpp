@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "recipes/input_text.h"
+
 namespace spk {
 
 int edit_distance(std::string_view a, std::string_view b) {
@@ -82,6 +84,13 @@ std::optional<YAML::Node> YamlReader::parse(std::string_view text, const YamlLim
         "file is " + std::to_string(text.size()) + " bytes, more than the cap of " +
             std::to_string(limits.max_bytes),
         "a recipe or inventory is a few KiB; check that this is the right file");
+    return std::nullopt;
+  }
+  // yaml-cpp passes ill-formed UTF-8 through into scalars and error messages, and from there into
+  // JSON output; refuse it here, at its position.
+  if (auto bad = find_invalid_utf8(text)) {
+    add(Severity::error, bad->pos, "", "invalid UTF-8: " + bad->what,
+        "save the file as UTF-8 (recipes and inventories are UTF-8 text)");
     return std::nullopt;
   }
   YAML::Node root;
