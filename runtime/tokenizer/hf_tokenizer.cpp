@@ -61,9 +61,21 @@ std::string clean_up(std::string s) {
 
 }  // namespace
 
+// Untrusted input: every nlohmann access that can throw (at() on a missing key, get<> of a wrong type,
+// value() on a non-object) ends here as an error naming the file, never as an exception.
 Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& tokenizer_json,
                                                             const std::string& config_json,
                                                             const std::string& origin) {
+  try {
+    return from_json_unguarded(tokenizer_json, config_json, origin);
+  } catch (const std::exception& e) {
+    return bad(origin, std::string("malformed (") + e.what() + ")");
+  }
+}
+
+Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json_unguarded(const std::string& tokenizer_json,
+                                                                      const std::string& config_json,
+                                                                      const std::string& origin) {
   json j = json::parse(tokenizer_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad(origin, "not valid JSON");
   json cfg = config_json.empty() ? json::object() : json::parse(config_json, nullptr, false);
