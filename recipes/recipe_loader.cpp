@@ -335,7 +335,7 @@ class Loader {
       } else {
         for (auto it = kw.begin(); it != kw.end(); ++it) {
           std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
-          const YAML::Node& v = it->second;
+          const YAML::Node v = it->second;  // a copy: it->second lives in a temporary
           if (k.empty() || !v.IsScalar()) {
             y_.error(it->first, "chat_template_kwargs", "expected `name: scalar`",
                      "values are true/false, numbers or strings");

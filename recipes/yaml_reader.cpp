@@ -124,7 +124,7 @@ bool YamlReader::map(const YAML::Node& n, const std::string& path,
   }
   std::set<std::string> seen;
   for (auto it = n.begin(); it != n.end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy: it->first lives in a temporary (yaml-cpp proxy)
     if (!k.IsScalar()) {
       error(k, path, "keys must be plain words", "use one of the documented keys");
       continue;
