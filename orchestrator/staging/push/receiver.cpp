@@ -154,7 +154,12 @@ Result<Conn> accept_hello(int lfd, const ReceiveOptions& opt, const std::string&
     c.set_timeout(opt.idle_timeout_s);
     auto hello = c.recv_json("hello");
     if (!hello) continue;
-    if (!token_ok(hello->value("token", std::string()), opt.token) || hello->value("role", "") != role) {
+    // Anyone may connect: read the hello without json::value (it throws on a non-string).
+    auto str = [&](const char* k) {
+      const auto it = hello->find(k);
+      return it != hello->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!token_ok(str("token"), opt.token) || str("role") != role) {
       (void)c.send_json(wire::error_json(
           make_error("stage-recv refused " + c.peer() + ": wrong token or role", "use the session's token")));
       continue;
