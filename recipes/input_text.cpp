@@ -117,4 +117,20 @@ std::optional<Utf8Problem> find_invalid_utf8(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<Utf8Problem> find_control_char(std::string_view s) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+      return Utf8Problem{i, {line, col}, "control character " + hex_byte(c) + " is not allowed"};
+    if (c == '\n') {
+      ++line;
+      col = 1;
+    } else if ((c & 0xC0) != 0x80) {  // count characters, not continuation bytes
+      ++col;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace spk

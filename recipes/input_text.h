@@ -27,4 +27,9 @@ struct Utf8Problem {
 };
 std::optional<Utf8Problem> find_invalid_utf8(std::string_view text);
 
+// The first C0 control character other than TAB, LF and CR (YAML allows none of them). A NUL matters
+// beyond YAML's rules: yaml-cpp guesses UTF-16/32 from NUL bytes near the start ("n\0\0\0" reads as
+// UTF-32LE) and then produces ill-formed UTF-8 scalars.
+std::optional<Utf8Problem> find_control_char(std::string_view text);
+
 }  // namespace spk

@@ -93,6 +93,10 @@ std::optional<YAML::Node> YamlReader::parse(std::string_view text, const YamlLim
         "save the file as UTF-8 (recipes and inventories are UTF-8 text)");
     return std::nullopt;
   }
+  if (auto bad = find_control_char(text)) {
+    add(Severity::error, bad->pos, "", bad->what + " in YAML text", "remove it (is this a binary file?)");
+    return std::nullopt;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));

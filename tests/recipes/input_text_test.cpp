@@ -87,5 +87,19 @@ TEST(InputText, RecipeWithInvalidUtf8IsRefusedByTheLoader) {
   EXPECT_EQ(first_error(l).rfind("bad.yaml:2:18: invalid UTF-8: byte 0xe9", 0), 0u) << first_error(l);
 }
 
+// A NUL early in the file made yaml-cpp read it as UTF-32 and hand back ill-formed UTF-8 (found by the
+// fuzzer: --json output threw type_error 316 on "n\0\0\0\0\0\0\0rg/model\n").
+TEST(InputText, ControlCharactersAreRefused) {
+  EXPECT_FALSE(find_control_char("a:\tb\r\n").has_value());
+  auto p = find_control_char("name: x\nmo\x01del: y\n");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pos.line, 2);
+  EXPECT_EQ(p->pos.column, 3);
+  auto l = load_recipe(std::string("n\0\0\0\0\0\0\0rg/model\n", 17), "nul.yaml", "t");
+  EXPECT_FALSE(l.ok());
+  EXPECT_EQ(first_error(l).rfind("nul.yaml:1:2: control character 0x00 is not allowed in YAML text", 0), 0u)
+      << first_error(l);
+}
+
 }  // namespace
 }  // namespace spk
