@@ -202,7 +202,9 @@ TEST_F(SafetensorsTest, HeaderLengthOffByOneIsRefused) {
   const std::string h = R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
   const std::string ok_path = raw(h, 4, "ok.safetensors");
   ASSERT_TRUE(SafetensorsFile::open(ok_path).ok());
-  expect_error(raw(h, 4, "short.safetensors", h.size() - 1), {"does not end with '}'"});
+  // One byte short: the JSON loses its closing brace (the inner one now ends the text).
+  expect_error(raw(h, 4, "short.safetensors", h.size() - 1), {"not valid JSON"});
+  expect_error(raw(h + "  ", 4, "short2.safetensors", h.size() + 1), {"does not end with '}'"});
   // One byte long: the header swallows the first data byte (a zero), which is not space padding.
   expect_error(raw(h, 4, "long.safetensors", h.size() + 1), {"does not end with '}'", "0x00"});
 }

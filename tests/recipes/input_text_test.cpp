@@ -91,7 +91,7 @@ TEST(InputText, RecipeWithInvalidUtf8IsRefusedByTheLoader) {
 // fuzzer: --json output threw type_error 316 on "n\0\0\0\0\0\0\0rg/model\n").
 TEST(InputText, ControlCharactersAreRefused) {
   EXPECT_FALSE(find_control_char("a:\tb\r\n").has_value());
-  auto p = find_control_char("name: x\nmo\x01del: y\n");
+  auto p = find_control_char("name: x\nmo\x01" "del: y\n");
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->pos.line, 2);
   EXPECT_EQ(p->pos.column, 3);

@@ -20,6 +20,7 @@
 namespace fs = std::filesystem;
 using namespace spk::staging;
 using nlohmann::json;
+using spk::Result;
 
 namespace {
 
