@@ -2,10 +2,10 @@
 // every floating-point tensor (F32, F16, BF16), so that a corrupt or badly converted checkpoint is
 // reported by name instead of generating garbage without a word. Integer tensors are not scanned.
 //
-// Cost: one read of the weights, branch-free (a value is non-finite iff its exponent bits are all
-// ones: 4 bf16/f16 or 2 f32 values per 64-bit word, an add and a popcount). The bytes are read from the
-// page cache that the load itself fills, so the scan costs ~memory bandwidth, not disk time twice
-// (figure in tests/checkpoint/nonfinite_test.cpp's bench and the commit message).
+// Cost: one read of the weights, tensors spread over up to 16 threads, branch-free (a value is non-finite iff
+// its exponent bits are all ones: 4 bf16/f16 or 2 f32 values per 64-bit word, an add and a popcount). The
+// bytes are read from the page cache that the load itself fills, so the scan costs ~memory bandwidth, not
+// disk time twice (figure in tests/checkpoint/nonfinite_test.cpp's bench and the commit message).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,7 @@ struct NonFiniteReport {
   [[nodiscard]] std::string describe(const std::string& dir) const;
 };
 
+// Tensors are scanned on up to 16 threads; the report does not depend on their number.
 NonFiniteReport scan_nonfinite(const Checkpoint& c);
 
 // What to do with a checkpoint that holds non-finite weights.

@@ -204,7 +204,8 @@ TEST_F(SafetensorsTest, HeaderLengthOffByOneIsRefused) {
   ASSERT_TRUE(SafetensorsFile::open(ok_path).ok());
   // One byte short: the JSON loses its closing brace (the inner one now ends the text).
   expect_error(raw(h, 4, "short.safetensors", h.size() - 1), {"not valid JSON"});
-  expect_error(raw(h + "  ", 4, "short2.safetensors", h.size() + 1), {"does not end with '}'"});
+  // One byte long over space padding: the padding is fine, but a space is left over in the data.
+  expect_error(raw(h + "  ", 4, "long2.safetensors", h.size() + 1), {"1 trailing bytes belong to no tensor"});
   // One byte long: the header swallows the first data byte (a zero), which is not space padding.
   expect_error(raw(h, 4, "long.safetensors", h.size() + 1), {"does not end with '}'", "0x00"});
 }
