@@ -57,7 +57,9 @@ for i in "${!PARSERS[@]}"; do
   rc=$?
   p=${PARSERS[$i]}
   log="$OUT/fuzz-$p.log"
-  crashes=$(find "$OUT/artifacts/$p" -type f | wc -l)
+  # slow-unit-* files only mean a run took long (on a shared machine, often someone else's load): not crashes
+  crashes=$(find "$OUT/artifacts/$p" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+    -o -name 'oom-*' -o -name 'fuzz-crash-*' \) | wc -l)
   if [ $engine = libfuzzer ]; then
     execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   else
