@@ -21,8 +21,9 @@ const json& member(const json& j, const char* key) {
 }
 
 Error bad(const std::string& origin, const std::string& what) {
+  // `what` may quote the file's bytes (a JSON or regex error): kept valid UTF-8 for --json output.
   return make_error(
-      origin + ": " + what,
+      origin + ": " + utf8::sanitize(what),
       "sparkctl supports byte-level BPE tokenizer.json files (Llama 3, Qwen2/3, DeepSeek-V3, gpt-oss)");
 }
 
@@ -67,7 +68,9 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& t
                                                             const std::string& config_json,
                                                             const std::string& origin) {
   try {
-    return from_json_unguarded(tokenizer_json, config_json, origin);
+    auto r = from_json_unguarded(tokenizer_json, config_json, origin);
+    if (!r.ok()) return make_error(utf8::sanitize(r.error().message), r.error().fix);  // may quote the file
+    return r;
   } catch (const std::exception& e) {
     return bad(origin, std::string("malformed (") + e.what() + ")");
   }
