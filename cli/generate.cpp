@@ -34,6 +34,7 @@ struct GenerateFlags {
   std::string dump_logits;
   std::string backend = "cpu";
   int threads = 0;
+  bool refuse_nonfinite = false;
   int block_size = 16;
 };
 
@@ -119,8 +120,10 @@ Status run_generate(const GenerateFlags& f, Context& ctx) {
   SPK_ASSIGN(Prompt prompt, build_prompt(f));
 
   const auto t_load = Clock::now();
-  SPK_ASSIGN(std::unique_ptr<rt::Model> model,
-             rt::Model::load(f.model, {.backend = f.backend, .threads = f.threads}));
+  SPK_ASSIGN(
+      std::unique_ptr<rt::Model> model,
+      rt::Model::load(f.model,
+                      {.backend = f.backend, .threads = f.threads, .refuse_nonfinite = f.refuse_nonfinite}));
   const rt::ModelConfig& cfg = model->config();
   const double load_s = seconds_since(t_load);
   const int total = static_cast<int>(prompt.ids.size()) + f.max_tokens;
@@ -236,6 +239,9 @@ void setup_generate(CLI::App& app, Context& ctx) {
   sub->add_option("--top-p", f->top_p, "nucleus sampling mass");
   sub->add_option("--seed", f->seed, "sampling seed");
   sub->add_flag("--ignore-eos", f->ignore_eos, "keep generating past end-of-sequence tokens");
+  sub->add_flag("--refuse-nonfinite", f->refuse_nonfinite,
+                "refuse a checkpoint holding NaN/Inf weights (default: load it with a warning)")
+      ->envname("SPARKCTL_REFUSE_NONFINITE");
   sub->add_option(
       "--dump-logits", f->dump_logits,
       "write prefill last-position logits summary + generated ids as JSON (scripts/hf_reference.py format)");

@@ -53,6 +53,7 @@ struct ServeFlags {
   int block_size = 16;
   std::string kv_cache_dtype = "auto";
   bool dry_run_memory = false;
+  bool refuse_nonfinite = false;
   size_t max_body_mib = 4;
   int max_n = 16;
   uint64_t seed = 0;
@@ -151,6 +152,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   std::unique_ptr<rt::dist::ProcessGroup> group;
   std::unique_ptr<rt::dist::Communicator> offline;
   rt::LoadOptions lo{f.backend, f.rank, f.tensor_parallel_size};
+  lo.refuse_nonfinite = f.refuse_nonfinite;
   if (tp && f.dry_run_memory) {
     offline = rt::dist::make_offline_communicator(f.rank, f.tensor_parallel_size);
     lo.comm = offline.get();
@@ -332,6 +334,9 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--block-size", f->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   s->add_option("--kv-cache-dtype", f->kv_cache_dtype, "KV cache dtype (only auto is built)");
   s->add_flag("--dry-run-memory", f->dry_run_memory, "print the memory plan as JSON and exit");
+  s->add_flag("--refuse-nonfinite", f->refuse_nonfinite,
+              "refuse a checkpoint holding NaN/Inf weights (default: load it with a warning)")
+      ->envname("SPARKCTL_REFUSE_NONFINITE");
   s->add_option("--max-body-mib", f->max_body_mib, "largest request body (413 above)")
       ->check(CLI::PositiveNumber);
   s->add_option("--max-n", f->max_n, "cap on a request's `n`")->check(CLI::PositiveNumber);

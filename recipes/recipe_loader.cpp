@@ -8,6 +8,7 @@
 
 #include "kernels/base/fs.h"
 #include "recipes/capabilities.h"
+#include "recipes/input_text.h"
 #include "recipes/syntax.h"
 
 namespace spk {
@@ -334,7 +335,7 @@ class Loader {
       } else {
         for (auto it = kw.begin(); it != kw.end(); ++it) {
           std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
-          const YAML::Node& v = it->second;
+          const YAML::Node v = it->second;  // a copy: it->second lives in a temporary
           if (k.empty() || !v.IsScalar()) {
             y_.error(it->first, "chat_template_kwargs", "expected `name: scalar`",
                      "values are true/false, numbers or strings");
@@ -429,20 +430,10 @@ RecipeLoad load_recipe(std::string_view text, const std::string& file, const std
 }
 
 RecipeLoad load_recipe_file(const std::string& path, const YamlLimits& limits) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && static_cast<size_t>(st.st_size) > limits.max_bytes) {
-    RecipeLoad out;
-    YamlReader(path, out.diagnostics)
-        .add(Severity::error, {}, "",
-             "file is " + std::to_string(st.st_size) + " bytes, more than the cap of " +
-                 std::to_string(limits.max_bytes),
-             "a recipe is a few KiB; check that this is the right file");
-    return out;
-  }
-  auto text = read_file(path);
+  auto text = read_input_file(path, limits.max_bytes);
   if (!text) {
     RecipeLoad out;
-    YamlReader(path, out.diagnostics).add(Severity::error, {}, "", text.error().message, "check the path");
+    YamlReader(path, out.diagnostics).add(Severity::error, {}, "", text.error().message, text.error().fix);
     return out;
   }
   return load_recipe(*text, path, path, limits);

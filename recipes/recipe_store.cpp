@@ -6,7 +6,8 @@
 #include <set>
 #include <system_error>
 
-#include "kernels/base/fs.h"
+#include "recipes/input_text.h"
+#include "recipes/yaml_reader.h"
 
 namespace spk {
 
@@ -40,7 +41,7 @@ std::vector<RecipeSource> list_recipe_sources(const std::vector<std::string>& di
       if (it->path().extension() == ".yaml") files.push_back(it->path().string());
     std::sort(files.begin(), files.end());
     for (auto& f : files) {
-      auto text = read_file(f);
+      auto text = read_input_file(f, YamlLimits{}.max_bytes);
       if (!text || !seen.insert(stem_of(f)).second) continue;
       out.push_back({stem_of(f), f, f, std::move(*text)});
     }
@@ -56,14 +57,14 @@ std::vector<RecipeSource> list_recipe_sources(const std::vector<std::string>& di
 Result<RecipeSource> find_recipe_source(const std::string& name_or_path,
                                         const std::vector<std::string>& dirs) {
   if (names_file(name_or_path)) {
-    SPK_ASSIGN(std::string text, read_file(name_or_path));
+    SPK_ASSIGN(std::string text, read_input_file(name_or_path, YamlLimits{}.max_bytes));
     return RecipeSource{stem_of(name_or_path), name_or_path, name_or_path, std::move(text)};
   }
   for (const auto& d : dirs) {
     std::string f = d + "/" + name_or_path + ".yaml";
     std::error_code ec;
     if (!fs::is_regular_file(f, ec)) continue;
-    SPK_ASSIGN(std::string text, read_file(f));
+    SPK_ASSIGN(std::string text, read_input_file(f, YamlLimits{}.max_bytes));
     return RecipeSource{name_or_path, f, f, std::move(text)};
   }
   for (const auto& e : embedded_recipe_files())

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "recipes/input_text.h"
+
 namespace spk {
 
 int edit_distance(std::string_view a, std::string_view b) {
@@ -84,6 +86,17 @@ std::optional<YAML::Node> YamlReader::parse(std::string_view text, const YamlLim
         "a recipe or inventory is a few KiB; check that this is the right file");
     return std::nullopt;
   }
+  // yaml-cpp passes ill-formed UTF-8 through into scalars and error messages, and from there into
+  // JSON output; refuse it here, at its position.
+  if (auto bad = find_invalid_utf8(text)) {
+    add(Severity::error, bad->pos, "", "invalid UTF-8: " + bad->what,
+        "save the file as UTF-8 (recipes and inventories are UTF-8 text)");
+    return std::nullopt;
+  }
+  if (auto bad = find_control_char(text)) {
+    add(Severity::error, bad->pos, "", bad->what + " in YAML text", "remove it (is this a binary file?)");
+    return std::nullopt;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -115,7 +128,7 @@ bool YamlReader::map(const YAML::Node& n, const std::string& path,
   }
   std::set<std::string> seen;
   for (auto it = n.begin(); it != n.end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy: it->first lives in a temporary (yaml-cpp proxy)
     if (!k.IsScalar()) {
       error(k, path, "keys must be plain words", "use one of the documented keys");
       continue;

@@ -1,5 +1,8 @@
 #include "orchestrator/node/stage_verbs.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <iostream>
 
 #include "orchestrator/node/node_input.h"
@@ -48,6 +51,11 @@ VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
   o.max_bytes = *max_bytes;
   o.idle_timeout_s = static_cast<int>(*idle);
   o.direct_io = *direct;
+  // The head reads our stdout through a pipe (local node) or an ssh channel (sshd's pipe or socket):
+  // when the head dies, that end closes, and the receive stops instead of listening on for minutes.
+  struct stat out_st {};
+  if (::fstat(STDOUT_FILENO, &out_st) == 0 && (S_ISFIFO(out_st.st_mode) || S_ISSOCK(out_st.st_mode)))
+    o.head_fd = STDOUT_FILENO;
   int bound = 0;
   o.on_listening = [&bound, &o](int p) {
     bound = p;

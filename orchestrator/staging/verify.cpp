@@ -41,8 +41,10 @@ std::string safetensors_problem(const std::string& path, std::uint64_t size) {
   std::uint64_t end = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "__metadata__") continue;
-    const auto& o = it.value().value("data_offsets", json::array());
-    if (o.size() == 2 && o[1].is_number_unsigned()) end = std::max(end, o[1].get<std::uint64_t>());
+    if (!it.value().is_object()) return "header entry '" + it.key() + "' is not an object";
+    const auto o = it.value().find("data_offsets");
+    if (o != it.value().end() && o->is_array() && o->size() == 2 && (*o)[1].is_number_unsigned())
+      end = std::max(end, (*o)[1].get<std::uint64_t>());
   }
   if (8 + n + end != size)
     return "size " + std::to_string(size) + " bytes but its header says " + std::to_string(8 + n + end) +
@@ -58,9 +60,17 @@ json VerifyReport::to_json() const {
 
 VerifyReport VerifyReport::from_json(const json& j) {
   VerifyReport r;
-  r.dir = j.value("dir", "");
-  r.files = j.value("files", std::uint64_t{0});
-  r.bytes = j.value("bytes", std::uint64_t{0});
+  if (!j.is_object()) {
+    r.problems.push_back("stage-verify answered " + std::string(j.type_name()) + ", not an object");
+    return r;
+  }
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
+  auto u64 = [&](const char* k) {
+    return j.contains(k) && j[k].is_number_unsigned() ? j[k].get<std::uint64_t>() : std::uint64_t{0};
+  };
+  r.dir = str("dir");
+  r.files = u64("files");
+  r.bytes = u64("bytes");
   if (j.contains("problems") && j["problems"].is_array())
     for (const auto& p : j["problems"]) r.problems.push_back(p.is_string() ? p.get<std::string>() : p.dump());
   return r;
@@ -188,6 +198,9 @@ Result<std::vector<ManifestEntry>> manifest_from_json(const json& j) {
     if (!e.is_object() || !e.contains("path") || !e["path"].is_string() || !e.contains("size") ||
         !e["size"].is_number_unsigned())
       return make_error("manifest entry " + e.dump() + " needs path and size", "fix the caller");
+    if (e.contains("xxh3") && !e["xxh3"].is_string())
+      return make_error("manifest entry for '" + e["path"].get<std::string>() + "': xxh3 is not a string",
+                        "fix the caller");
     out.push_back({e["path"].get<std::string>(), e["size"].get<std::uint64_t>(), e.value("xxh3", "")});
   }
   return out;

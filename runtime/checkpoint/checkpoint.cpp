@@ -8,6 +8,7 @@
 
 #include "kernels/base/fs.h"
 #include "runtime/checkpoint/safetensors_limits.h"
+#include "runtime/checkpoint/utf8_safe.h"
 
 namespace spk::rt {
 
@@ -53,8 +54,8 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return make_error(index + ": not valid JSON: " + e.what(), "re-download the checkpoint");
+  } catch (const std::exception& e) {
+    return make_error(index + ": not valid JSON: " + utf8_safe(e.what()), "re-download the checkpoint");
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     return make_error(index + ": missing object \"weight_map\"", "re-download the checkpoint");

@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "runtime/checkpoint/safetensors_limits.h"
+#include "runtime/checkpoint/utf8_safe.h"
 
 namespace spk::rt {
 
@@ -21,8 +23,13 @@ namespace {
 using nlohmann::json;
 
 Error bad(const std::string& path, const std::string& what) {
-  return make_error(path + ": " + what,
+  return make_error(path + ": " + utf8_safe(what),
                     "the file is corrupt or not safetensors: re-download or regenerate it");
+}
+
+std::string hex_byte(unsigned char c) {
+  static const char* d = "0123456789abcdef";
+  return std::string("0x") + d[c >> 4] + d[c & 15];
 }
 
 Error bad_tensor(const std::string& path, const std::string& tensor, const std::string& what) {
@@ -140,13 +147,18 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at this path must not block the open; it is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return make_error("cannot open " + path + ": " + std::strerror(errno), "check the path");
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
     return make_error("cannot stat " + path + ": " + std::strerror(e), "check the path");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return bad(path, "not a regular file");
   }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   if (file_size < 8) {
@@ -175,16 +187,43 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     return bad(path, "header length " + std::to_string(n) + " exceeds the file size minus 8 (" +
                          std::to_string(file_size - 8) + "): file truncated?");
   const std::string_view text(reinterpret_cast<const char*>(base + 8), n);
+  // The format: the header is a JSON object starting with '{' and may be padded at its end with spaces
+  // (0x20) only (writers pad to 8 bytes). Anything else after the closing brace (NUL padding, a length
+  // that reaches into the data or stops short of it) is refused: every tensor would be shifted.
+  if (n == 0 || text.front() != '{')
+    return bad(path, "header does not start with '{' (header length " + std::to_string(n) +
+                         "): the 8-byte length or the file is wrong");
+  size_t json_end = text.size();
+  while (json_end > 0 && text[json_end - 1] == ' ') --json_end;
+  if (json_end == 0 || text[json_end - 1] != '}')
+    return bad(path, "header of " + std::to_string(n) + " bytes does not end with '}' followed only by " +
+                         "space padding (last byte " + hex_byte(static_cast<unsigned char>(text[n - 1])) +
+                         "): the 8-byte length is off or the padding is not spaces");
   const int depth = json_depth(text);
   if (depth > kMaxHeaderDepth)
     return bad(path, "header JSON nesting depth " + std::to_string(depth) + " exceeds " +
                          std::to_string(kMaxHeaderDepth));
   json h;
+  std::string duplicate;
   try {
-    h = json::parse(text);
-  } catch (const json::exception& e) {
+    // Keys repeated in one object are refused (the JSON parser would keep the last one silently).
+    std::vector<std::set<std::string>> keys;
+    json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::object_start) {
+        keys.emplace_back();
+      } else if (ev == json::parse_event_t::object_end) {
+        if (!keys.empty()) keys.pop_back();
+      } else if (ev == json::parse_event_t::key && !keys.empty() && parsed.is_string() &&
+                 !keys.back().insert(parsed.get_ref<const std::string&>()).second && duplicate.empty()) {
+        duplicate = parsed.get_ref<const std::string&>();
+      }
+      return true;
+    };
+    h = json::parse(text.substr(0, json_end), cb);
+  } catch (const std::exception& e) {
     return bad(path, std::string("header is not valid JSON: ") + e.what());
   }
+  if (!duplicate.empty()) return bad(path, "header names key '" + duplicate + "' twice");
   if (!h.is_object()) return bad(path, "header JSON is not an object");
   if (h.size() > kMaxTensors)
     return bad(path, "header lists " + std::to_string(h.size()) + " entries, over the cap of " +
@@ -208,15 +247,29 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   std::sort(f->tensors_.begin(), f->tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  for (size_t i = 1; i < f->tensors_.size(); ++i) {
-    const TensorInfo& p = f->tensors_[i - 1];
-    const TensorInfo& t = f->tensors_[i];
-    if (t.begin < p.end && t.begin != t.end && p.begin != p.end)
+  // The data section is exactly the tensors, back to back in offset order: no gap (bytes nobody
+  // owns), no overlap, and nothing left over at the end (as the reference loader requires).
+  uint64_t expect_begin = 0;
+  const TensorInfo* prev = nullptr;
+  for (const TensorInfo& t : f->tensors_) {
+    if (t.begin < expect_begin)
       return bad_tensor(path, t.name,
                         "bytes [" + std::to_string(t.begin) + "," + std::to_string(t.end) +
-                            ") overlap tensor '" + p.name + "' [" + std::to_string(p.begin) + "," +
-                            std::to_string(p.end) + ")");
+                            ") overlap tensor '" + prev->name + "' [" + std::to_string(prev->begin) + "," +
+                            std::to_string(prev->end) + ")");
+    if (t.begin > expect_begin)
+      return bad_tensor(path, t.name,
+                        "starts at data offset " + std::to_string(t.begin) + " but the previous tensor" +
+                            (prev ? " '" + prev->name + "'" : std::string()) + " ends at " +
+                            std::to_string(expect_begin) + ": a gap of unowned bytes");
+    expect_begin = t.end;
+    prev = &t;
   }
+  if (expect_begin != data_size)
+    return bad(path, "the tensors cover " + std::to_string(expect_begin) + " bytes of the " +
+                         std::to_string(data_size) +
+                         "-byte data section: " + std::to_string(data_size - expect_begin) +
+                         " trailing bytes belong to no tensor (wrong header length, or extra bytes)");
   for (size_t i = 0; i < f->tensors_.size(); ++i) f->index_.emplace(f->tensors_[i].name, i);
   return f;
 }

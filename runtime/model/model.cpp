@@ -46,7 +46,7 @@ Status Model::forward_sample(const StepBatch& batch, const std::vector<SampleRow
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& model_dir, const LoadOptions& opts) {
   SPK_ASSIGN(ModelConfig cfg, load_model_config(model_dir));
-  SPK_ASSIGN(std::shared_ptr<WeightSource> w, open_checkpoint_weights(model_dir));
+  SPK_ASSIGN(std::shared_ptr<WeightSource> w, open_checkpoint_weights(model_dir, opts.refuse_nonfinite));
   return load(cfg, std::move(w), opts);
 }
 

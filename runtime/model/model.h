@@ -25,6 +25,8 @@ struct LoadOptions {
   // The group's communicator (rank/world must equal tp_rank/tp_world; outlives the model). Required when
   // tp_world > 1; world 1 uses the single communicator.
   dist::Communicator* comm = nullptr;
+  // Refuse a checkpoint holding NaN/Inf weights (else a warning names the count and the first tensor).
+  bool refuse_nonfinite = false;
 };
 
 class WeightSource;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/nonfinite.h"
 
 namespace spk::rt {
 namespace {
@@ -23,8 +24,9 @@ class CheckpointWeights final : public WeightSource {
 
 }  // namespace
 
-Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir) {
+Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir, bool refuse_nonfinite) {
   SPK_ASSIGN(Checkpoint c, Checkpoint::open(dir));
+  SPK_TRY(check_nonfinite(c, refuse_nonfinite ? NonFinitePolicy::refuse : NonFinitePolicy::warn));
   return std::shared_ptr<WeightSource>(
       std::make_shared<CheckpointWeights>(std::make_shared<Checkpoint>(std::move(c))));
 }

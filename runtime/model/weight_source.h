@@ -27,8 +27,11 @@ class WeightSource {
   [[nodiscard]] virtual std::shared_ptr<void> keepalive() const = 0;
 };
 
-// model.safetensors or an indexed set of shards in `dir`.
-Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir);
+// model.safetensors or an indexed set of shards in `dir`. Non-finite (NaN/Inf) weights are counted at
+// open (runtime/checkpoint/nonfinite.h): a warning naming the count and the first tensor, or, with
+// `refuse_nonfinite`, an error.
+Result<std::shared_ptr<WeightSource>> open_checkpoint_weights(const std::string& dir,
+                                                              bool refuse_nonfinite = false);
 
 // The language model of a wrapper checkpoint (config.json with text_config): "model.X" is found under
 // model.language_model.X (transformers 5) or language_model.model.X (4.x), "lm_head.weight" under

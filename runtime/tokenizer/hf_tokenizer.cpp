@@ -20,7 +20,8 @@ const json& member(const json& j, const char* key) {
 }
 
 Error bad(const std::string& origin, const std::string& what) {
-  return make_error(origin + ": " + what,
+  // `what` may quote the file's bytes (a JSON or regex error): kept valid UTF-8 for --json output.
+  return make_error(origin + ": " + utf8::sanitize(what),
                     "sparkctl supports BPE tokenizer.json files: byte-level (Llama 3, Qwen2/3, DeepSeek-V3, "
                     "gpt-oss) and SentencePiece-style with byte fallback (Llama 2, Mistral v0.x, Gemma)");
 }
@@ -48,9 +49,23 @@ std::string clean_up(std::string s) {
 
 }  // namespace
 
+// Untrusted input: every nlohmann access that can throw (at() on a missing key, get<> of a wrong type,
+// value() on a non-object) ends here as an error naming the file, never as an exception.
 Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json(const std::string& tokenizer_json,
                                                             const std::string& config_json,
                                                             const std::string& origin) {
+  try {
+    auto r = from_json_unguarded(tokenizer_json, config_json, origin);
+    if (!r.ok()) return make_error(utf8::sanitize(r.error().message), r.error().fix);  // may quote the file
+    return r;
+  } catch (const std::exception& e) {
+    return bad(origin, std::string("malformed (") + e.what() + ")");
+  }
+}
+
+Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json_unguarded(const std::string& tokenizer_json,
+                                                                      const std::string& config_json,
+                                                                      const std::string& origin) {
   json j = json::parse(tokenizer_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad(origin, "not valid JSON");
   json cfg = config_json.empty() ? json::object() : json::parse(config_json, nullptr, false);

@@ -46,6 +46,10 @@ class HfTokenizer final : public Tokenizer {
   [[nodiscard]] bool clean_up_tokenization_spaces() const { return clean_up_; }
 
  private:
+  // from_json without the exception guard: a missing key or a wrong JSON type throws (json::at, get).
+  static Result<std::shared_ptr<HfTokenizer>> from_json_unguarded(const std::string& tokenizer_json,
+                                                                  const std::string& config_json,
+                                                                  const std::string& origin);
   Status encode_text(std::string_view text, std::vector<int32_t>& out) const;
 
   std::vector<std::string> pieces_;  // id -> token string as in tokenizer.json (added: content)

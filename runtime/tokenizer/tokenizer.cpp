@@ -18,11 +18,22 @@ Result<std::shared_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   if (!fs::exists(file, ec))
     return make_error("tokenizer: " + file.string() + " does not exist",
                       "pass the model directory that holds tokenizer.json, or the file itself");
-  SPK_ASSIGN(std::string text, read_file(file.string()));
+  // Untrusted files: a device or FIFO would be read forever; real tokenizer.json files are < 50 MB.
+  constexpr uintmax_t kMaxBytes = 512ull << 20;
+  auto checked_read = [&](const fs::path& f) -> Result<std::string> {
+    if (!fs::is_regular_file(f, ec))
+      return make_error("tokenizer: " + f.string() + " is not a regular file", "point at the real file");
+    if (const auto n = fs::file_size(f, ec); !ec && n > kMaxBytes)
+      return make_error("tokenizer: " + f.string() + " is " + std::to_string(n) + " bytes, over the cap of " +
+                            std::to_string(kMaxBytes),
+                        "check that this is a tokenizer file");
+    return read_file(f.string());
+  };
+  SPK_ASSIGN(std::string text, checked_read(file));
   std::string config;
   fs::path cfg = file.parent_path() / "tokenizer_config.json";
   if (fs::exists(cfg, ec)) {
-    SPK_ASSIGN(config, read_file(cfg.string()));
+    SPK_ASSIGN(config, checked_read(cfg));
   }
   SPK_ASSIGN(auto tok, HfTokenizer::from_json(text, config, file.string()));
   return std::shared_ptr<Tokenizer>(std::move(tok));

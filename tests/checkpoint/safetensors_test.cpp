@@ -3,11 +3,13 @@
 #include "runtime/checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace spk::rt {
 namespace {
@@ -117,12 +119,15 @@ TEST_F(SafetensorsTest, HeaderLengthHugeNoOverflow) {
   expect_error(raw("{}", 0, "x.safetensors", UINT64_MAX), {"header length"});
 }
 
-TEST_F(SafetensorsTest, HeaderNotJson) { expect_error(raw("{\"a\": ", 0), {"not valid JSON"}); }
+TEST_F(SafetensorsTest, HeaderNotJson) {
+  expect_error(raw("{\"a\": ", 0), {"does not end with '}'"});
+  expect_error(raw("{\"a\": }", 0), {"not valid JSON"});
+}
 
-TEST_F(SafetensorsTest, HeaderNotObject) { expect_error(raw("[1,2]", 0), {"not an object"}); }
+TEST_F(SafetensorsTest, HeaderNotObject) { expect_error(raw("[1,2]", 0), {"does not start with '{'"}); }
 
 TEST_F(SafetensorsTest, HeaderTooDeep) {
-  expect_error(raw(std::string(10000, '[') + std::string(10000, ']'), 0), {"depth"});
+  expect_error(raw("{\"a\":" + std::string(10000, '[') + std::string(10000, ']') + "}", 0), {"depth"});
   expect_error(raw(R"({"w":{"dtype":"F32","shape":[[[[1]]]],"data_offsets":[0,4]}})", 4), {"depth"});
 }
 
@@ -189,6 +194,65 @@ TEST_F(SafetensorsTest, MissingFile) {
   auto r = SafetensorsFile::open((dir_ / "nope.safetensors").string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().what().find("nope.safetensors"), std::string::npos);
+}
+
+// The header length must make the JSON end exactly where the data starts: one byte short or long
+// shifts every weight by a byte, and is refused.
+TEST_F(SafetensorsTest, HeaderLengthOffByOneIsRefused) {
+  const std::string h = R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  const std::string ok_path = raw(h, 4, "ok.safetensors");
+  ASSERT_TRUE(SafetensorsFile::open(ok_path).ok());
+  // One byte short: the JSON loses its closing brace (the inner one now ends the text).
+  expect_error(raw(h, 4, "short.safetensors", h.size() - 1), {"not valid JSON"});
+  // One byte long over space padding: the padding is fine, but a space is left over in the data.
+  expect_error(raw(h + "  ", 4, "long2.safetensors", h.size() + 1), {"1 trailing bytes belong to no tensor"});
+  // One byte long: the header swallows the first data byte (a zero), which is not space padding.
+  expect_error(raw(h, 4, "long.safetensors", h.size() + 1), {"does not end with '}'", "0x00"});
+}
+
+// Only spaces (0x20) may pad the header, as the format says; NUL or newline padding is refused.
+TEST_F(SafetensorsTest, PaddingMustBeSpaces) {
+  const std::string h = R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
+  ASSERT_TRUE(SafetensorsFile::open(raw(h + "     ", 4, "spaces.safetensors")).ok());
+  expect_error(raw(h + std::string(5, '\0'), 4, "nul.safetensors"), {"padding is not spaces", "0x00"});
+  expect_error(raw(h + "\n", 4, "nl.safetensors"), {"does not end with '}'"});
+  expect_error(raw("   " + h, 4, "lead.safetensors"), {"does not start with '{'"});
+}
+
+TEST_F(SafetensorsTest, DuplicateKeysAreRefused) {
+  expect_error(raw(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                   R"("w":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                   8),
+               {"key 'w' twice"});
+  expect_error(raw(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
+               {"key 'dtype' twice"});
+}
+
+// The data section is exactly the tensors: no unused trailing byte, no gap between tensors.
+TEST_F(SafetensorsTest, TrailingAndUnownedBytesAreRefused) {
+  expect_error(raw(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", 5),
+               {"1 trailing bytes belong to no tensor"});
+  expect_error(raw(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                   R"("b":{"dtype":"U8","shape":[4],"data_offsets":[8,12]}})",
+                   12),
+               {"'b'", "starts at data offset 8", "'a'", "gap"});
+  expect_error(raw(R"({"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", 8), {"'b'", "gap"});
+  expect_error(raw("{}", 3), {"3 trailing bytes"});
+  ASSERT_TRUE(SafetensorsFile::open(raw("{}", 0, "empty.safetensors")).ok());
+}
+
+TEST_F(SafetensorsTest, FifoIsRefusedWithoutBlocking) {
+  const std::string p = (dir_ / "fifo.safetensors").string();
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  expect_error(p, {"not a regular file"});
+}
+
+// Parser messages quote the bad input; bytes that are not UTF-8 are escaped so the error can be printed
+// as JSON.
+TEST_F(SafetensorsTest, ErrorTextIsValidUtf8) {
+  auto r = SafetensorsFile::open(raw("{\"a\xff\": 1 x}", 0));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NO_THROW((void)nlohmann::json(r.error().what()).dump()) << r.error().what();
 }
 
 }  // namespace

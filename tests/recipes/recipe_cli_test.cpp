@@ -1,6 +1,7 @@
 // `sparkctl recipe ...` through the real binary: the exit code is the truth.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -69,6 +70,28 @@ TEST(RecipeCli, UsageErrorsExitTwo) {
   EXPECT_EQ(run("recipe").code, 2);
   EXPECT_EQ(run("recipe validate").code, 2);
   EXPECT_EQ(run("recipe frob").code, 2);
+}
+
+// Hostile files end in a clean error (exit 1), with or without --json: a device is refused at once
+// (it used to be read forever), and invalid UTF-8 never reaches the JSON output (it used to abort).
+TEST(RecipeCli, DevicesAndInvalidUtf8AreRefusedCleanly) {
+  auto z = run("recipe validate /dev/zero");
+  EXPECT_EQ(z.code, 1) << z.out;
+  EXPECT_NE(z.out.find("not a regular file"), std::string::npos) << z.out;
+  const std::string f = ::testing::TempDir() + "/spk_bad_utf8_" + std::to_string(::getpid()) + ".yaml";
+  {
+    FILE* out = std::fopen(f.c_str(), "wb");
+    ASSERT_NE(out, nullptr);
+    std::fputs("name: spk_bad_utf8\ndescription: \"\xff\xfe\"\n", out);
+    std::fclose(out);
+  }
+  auto j = run("--json recipe validate " + f, false);
+  EXPECT_EQ(j.code, 1) << j.out;
+  auto doc = nlohmann::json::parse(j.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << j.out;
+  EXPECT_FALSE(doc["valid"].get<bool>());
+  EXPECT_NE(doc.dump().find("invalid UTF-8"), std::string::npos) << j.out;
+  std::remove(f.c_str());
 }
 
 }  // namespace

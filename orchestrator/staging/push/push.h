@@ -16,7 +16,10 @@
 //    A file is finished as soon as its last block lands, while the others still arrive (receiver.cpp);
 //  - disk preflight (statvfs, or max_bytes) before the first byte: the error names bytes needed, free,
 //    and the path. ENOSPC while writing removes this session's partial files and names the path;
-//  - the receiver writes only under `root`: absolute paths, `..` and symlink escapes are refused.
+//  - the receiver writes only under `root`: absolute paths, `..` and symlink escapes are refused;
+//  - one receiver per root at a time (flock on <root>.stage-recv.lock); a receiver stops as soon as its
+//    head goes away (head_fd hang-up, or the control connection's end), so `stage` re-run right after a
+//    killed one finds the port free.
 #pragma once
 
 #include <cstddef>
@@ -81,6 +84,14 @@ struct ReceiveOptions {
   int idle_timeout_s = 60;      // gives up when the sender stays silent this long
   bool direct_io = true;  // O_DIRECT block writes where the filesystem supports them; false = page cache
   std::function<void(int port)> on_listening;  // called once with the bound port (port 0 = any)
+  // An fd whose hang-up means the head went away (the verb passes its stdout when that is a pipe or a
+  // socket: a killed head, or its dropped ssh session, closes the other end). The session then stops at
+  // once: listener, control and data connections shut down, partial files kept for the next run.
+  // -1 = none.
+  int head_fd = -1;
+  // Another stage-recv serving the same root (e.g. one whose head was just killed) is waited for this
+  // long (it stops within ~0.1 s of its head going away) before this one gives up naming its pid.
+  int takeover_wait_s = 10;
 };
 
 struct ReceiveReport {

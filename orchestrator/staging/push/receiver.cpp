@@ -15,6 +15,9 @@
 // empty, `same` true) and not touched. Every file this session writes gets the source's mtime before its
 // rename; a final file the hashes prove equal gets it in place, so the next session skips it unread.
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -22,7 +25,9 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +110,9 @@ struct Session {
   std::condition_variable finish_cv;
   bool finisher_stop = false;
   std::thread finisher;
+  int lfd = -1;                 // the listening socket (shut down when the head goes away)
+  std::atomic<int> ctl_fd{-1};  // the control connection, once accepted
+  std::atomic<bool> head_gone{false};
 
   void fail(Error e, bool nospace = false) {
     std::lock_guard<std::mutex> l(mu);
@@ -146,7 +154,12 @@ Result<Conn> accept_hello(int lfd, const ReceiveOptions& opt, const std::string&
     c.set_timeout(opt.idle_timeout_s);
     auto hello = c.recv_json("hello");
     if (!hello) continue;
-    if (!token_ok(hello->value("token", std::string()), opt.token) || hello->value("role", "") != role) {
+    // Anyone may connect: read the hello without json::value (it throws on a non-string).
+    auto str = [&](const char* k) {
+      const auto it = hello->find(k);
+      return it != hello->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!token_ok(str("token"), opt.token) || str("role") != role) {
       (void)c.send_json(wire::error_json(
           make_error("stage-recv refused " + c.peer() + ": wrong token or role", "use the session's token")));
       continue;
@@ -461,23 +474,42 @@ void cleanup(Session& s) {
   }
 }
 
+// A manifest or plan message is head input: a missing key or a wrong type is an error, never an
+// exception escaping the verb.
+template <typename F>
+Status json_step(const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return make_error(std::string("malformed ") + what + " from the head: " + e.what(),
+                      "run the same sparkctl version on the head and the worker");
+  }
+}
+
 Result<ReceiveReport> run_session(Session& s, int lfd) {
   SPK_ASSIGN(Conn ctl, accept_hello(lfd, s.opt, "control"));
+  s.ctl_fd = ctl.fd();
+  if (s.head_gone) ::shutdown(ctl.fd(), SHUT_RDWR);
   auto refuse = [&](const Error& e) -> Error {
     (void)ctl.send_json(wire::error_json(e));
     return e;
   };
   SPK_ASSIGN(json manifest, ctl.recv_json("manifest"));
-  if (Status st = read_manifest(s, manifest); !st.ok()) return refuse(st.error());
+  if (Status st = json_step("manifest", [&] { return read_manifest(s, manifest); }); !st.ok())
+    return refuse(st.error());
   json have = json::array();
   for (const RFile& r : s.files) have.push_back({{"have", r.have}, {"same", r.same}});
   SPK_TRY(ctl.send_json({{"type", "have"}, {"bytes_hashed", s.bytes_hashed}, {"files", have}}));
   SPK_ASSIGN(json plan, ctl.recv_json("plan"));
-  if (Status st = apply_plan(s, plan); !st.ok()) {
+  if (Status st = json_step("plan", [&] { return apply_plan(s, plan); }); !st.ok()) {
     s.drop_created = is_disk_full(st.error());
     return refuse(st.error());
   }
-  int streams = plan.value("streams", 1);
+  const int streams =
+      plan.contains("streams") && plan["streams"].is_number_integer()
+          ? static_cast<int>(std::clamp<std::int64_t>(plan["streams"].get<std::int64_t>(), -1, 65))
+      : plan.contains("streams") ? -1
+                                 : 1;
   if (streams < 1 || streams > 64)
     return refuse(make_error("plan asks for " + std::to_string(streams) + " streams", "use 1..64"));
   SPK_TRY(ctl.send_json({{"type", "ready"}}));
@@ -533,6 +565,102 @@ Result<ReceiveReport> run_session(Session& s, int lfd) {
 
 }  // namespace
 
+namespace {
+
+// One receiver per root: an exclusive flock on <root>.stage-recv.lock that holds the owner's pid. A
+// previous receiver (its head just killed) is waited for; it stops within ~0.1 s (head_fd watch).
+class RootLock {
+ public:
+  ~RootLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the flock
+  }
+  Status acquire(const std::string& root, int wait_s) {
+    path_ = root + ".stage-recv.lock";
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0)
+      return make_error("cannot open " + path_ + ": " + std::strerror(errno), "check the node's cache_dir");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR)
+        return make_error("flock " + path_ + ": " + std::strerror(errno), "check the node's cache_dir");
+      if (std::chrono::steady_clock::now() >= deadline) {
+        char buf[32] = {};
+        const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+        const std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "?";
+        return make_error("another stage-recv (pid " + pid + ") is still receiving into " + root + " after " +
+                              std::to_string(wait_s) + " s",
+                          "wait for that stage to finish, or stop it (kill " + pid + ")", true);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) == 0) (void)::pwrite(fd_, pid.data(), pid.size(), 0);
+    return ok_status();
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Watches head_fd for a hang-up; on one, stops the session: the listener and every connection are shut
+// down, so whatever the session waits on returns at once.
+class HeadWatch {
+ public:
+  HeadWatch(Session& s, int head_fd) : s_(s) {
+    if (head_fd < 0 || ::pipe2(stop_, O_CLOEXEC) != 0) return;
+    t_ = std::thread([this, head_fd] { run(head_fd); });
+  }
+  ~HeadWatch() {
+    if (t_.joinable()) {
+      const char c = 0;
+      (void)::write(stop_[1], &c, 1);
+      t_.join();
+    }
+    for (int fd : stop_)
+      if (fd >= 0) ::close(fd);
+  }
+
+ private:
+  void run(int head_fd) {
+    for (;;) {
+      pollfd p[2] = {{head_fd, 0, 0}, {stop_[0], POLLIN, 0}};  // POLLERR/POLLHUP are always reported
+      const int r = ::poll(p, 2, -1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 || (p[1].revents & POLLIN)) return;
+      if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) break;
+    }
+    s_.head_gone = true;
+    s_.fail(
+        make_error("the head went away (its end of stage-recv's output closed): receive stopped, "
+                   "partial files kept for the next run",
+                   "run `sparkctl stage` again", true));
+    ::shutdown(s_.lfd, SHUT_RDWR);
+    if (const int c = s_.ctl_fd.load(); c >= 0) ::shutdown(c, SHUT_RDWR);
+  }
+  Session& s_;
+  int stop_[2] = {-1, -1};
+  std::thread t_;
+};
+
+// listen_tcp, retried for up to a second on a port still held by a receiver that is exiting (its
+// flock may be released a moment before its listening socket is closed).
+Result<int> listen_retrying(const ReceiveOptions& opt, int& port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (;;) {
+    int p = port;
+    auto fd = wire::listen_tcp(opt.bind, p);
+    if (fd.ok() || opt.port == 0 || std::chrono::steady_clock::now() >= deadline ||
+        fd.error().message.find(std::strerror(EADDRINUSE)) == std::string::npos) {
+      port = p;
+      return fd;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
 Result<ReceiveReport> serve_receive(const ReceiveOptions& opt) {
   if (opt.token.size() < 16)
     return make_error("stage-recv token is " + std::to_string(opt.token.size()) + " characters",
@@ -543,11 +671,21 @@ Result<ReceiveReport> serve_receive(const ReceiveOptions& opt) {
   std::error_code ec;
   std::filesystem::create_directories(opt.root, ec);
   if (ec) return make_error("cannot create " + opt.root + ": " + ec.message(), "check the node's cache_dir");
+  std::string root = opt.root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  RootLock lock;
+  SPK_TRY(lock.acquire(root, opt.takeover_wait_s));
   int port = opt.port;
-  SPK_ASSIGN(int lfd, wire::listen_tcp(opt.bind, port));
+  SPK_ASSIGN(int lfd, listen_retrying(opt, port));
   if (opt.on_listening) opt.on_listening(port);
   Session s(opt);
-  auto r = run_session(s, lfd);
+  s.lfd = lfd;
+  Result<ReceiveReport> r = make_error("stage-recv did not run");
+  {
+    HeadWatch watch(s, opt.head_fd);
+    r = run_session(s, lfd);
+  }
+  if (!r && s.head_gone) r = *s.fatal;  // the cause, not the shut-down socket's error
   ::close(lfd);
   cleanup(s);
   return r;

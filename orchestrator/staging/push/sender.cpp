@@ -339,7 +339,14 @@ Result<PushReport> push_tree(const PushOptions& opt) {
   if (opt.token.size() < 16)
     return make_error("push token too short", "pass a random token of 16+ characters");
   SPK_ASSIGN(std::vector<SFile> files, list_files(opt));
-  auto r = push(opt, files);
+  // The receiver's answers are parsed with json::value/at/get, which throw on a wrong shape: an error.
+  Result<PushReport> r = make_error("push did not run");
+  try {
+    r = push(opt, files);
+  } catch (const std::exception& e) {
+    r = make_error(std::string("malformed answer from stage-recv: ") + e.what(),
+                   "run the same sparkctl version on the head and the worker");
+  }
   for (auto& f : files) ::close(f.fd);
   return r;
 }

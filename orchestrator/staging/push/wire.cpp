@@ -125,11 +125,14 @@ Result<nlohmann::json> Conn::recv_json(const char* expect) {
   if (j.is_discarded() || !j.is_object())
     return make_error(peer_ + " sent malformed JSON for '" + std::string(expect ? expect : "json") + "'",
                       "make sure both ends run the same sparkctl version");
-  if (j.contains("error"))
-    return make_error(peer_ + ": " + j.value("error", std::string()), j.value("fix", std::string()));
-  if (expect != nullptr && j.value("type", std::string()) != expect)
-    return make_error(peer_ + " sent '" + j.value("type", std::string("?")) + "' where '" +
-                          std::string(expect) + "' was due",
+  // json::value() throws on a key of another type: read strings only as strings.
+  auto str = [&](const char* k, const std::string& def) {
+    const auto it = j.find(k);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+  };
+  if (j.contains("error")) return make_error(peer_ + ": " + str("error", j["error"].dump()), str("fix", ""));
+  if (expect != nullptr && str("type", "") != expect)
+    return make_error(peer_ + " sent '" + str("type", "?") + "' where '" + std::string(expect) + "' was due",
                       "make sure both ends run the same sparkctl version");
   return j;
 }
