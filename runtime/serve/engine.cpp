@@ -1,4 +1,5 @@
 #include "runtime/serve/engine.h"
+#include "runtime/serve/stats_logger.h"  // access line per request
 
 #include <spdlog/spdlog.h>
 
@@ -139,6 +140,8 @@ void Engine::finish(uint64_t id, FinishReason why, const std::string& error) {
   sched_.remove(id);
   if (metrics_ && error.empty())
     metrics_->e2e(std::chrono::duration<double>(Clock::now() - it->second.arrival).count());
+  log_access(id, it->second.seq->prompt_len, int(it->second.seq->tokens.size()) - it->second.seq->prompt_len,
+             std::chrono::duration<double>(Clock::now() - it->second.arrival).count(), why, error);  // access line
   it->second.channel->close(why, error);
   live_.erase(it);
 }
