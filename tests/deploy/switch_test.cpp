@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "orchestrator/deploy/readiness.h"
+#include "orchestrator/node/runtime_procs.h"
 #include "tests/deploy/deploy_test_support.h"
 
 namespace spk {
