@@ -43,7 +43,8 @@ MemoryFit check_memory_fit(std::vector<NodeLink>& links, const Plan& plan,
                            std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
 // Plan / recipe validate: the same, run here with `binary`, for ranks whose model dir exists on this
-// machine; the others are skipped with the reason.
+// machine and is a CPU checkpoint of at most 4 GiB (the dry run loads the weights; it must not compete
+// with what this machine serves); the others are skipped with the reason.
 MemoryFit check_memory_fit_here(const std::string& binary, const std::string& scratch_dir, const Recipe& r,
                                 const Plan& plan, const Cluster& c);
 

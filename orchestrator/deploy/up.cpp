@@ -366,7 +366,15 @@ Result<UpOutcome> deploy_switch(const DeployContext& ctx, const UpOptions& opt) 
       return refuse(make_error("preflight: " + bad, "fix the rows marked fail above"));
     }
     if (Status s = synth_models(*p, progress); !s.ok()) return refuse(s.error());
-    if (Status s = memory_fit(*p, progress); !s.ok()) return refuse(s.error());
+    // The dry run loads the new lane's weights onto the device: next to a live old lane that could
+    // exhaust it (a GB10 wedges). Then it runs after the old lane stops, and a refusal rolls back.
+    if (!*live) {
+      if (Status s = memory_fit(*p, progress); !s.ok()) return refuse(s.error());
+    } else if (!p->standin) {
+      progress("switch", "memory fit runs once " + old->lane +
+                             " has stopped (its dry run loads the weights onto the device " + old->lane +
+                             " holds); a refusal then brings " + old->lane + " back");
+    }
     progress("switch", opt.lane + " passes every check that needs none of " + old->lane +
                            "'s resources; stopping " + old->lane);
   }
