@@ -38,6 +38,7 @@ struct Runnable {
   std::vector<std::string> why;  // reasons for no
   MemoryFit fit;
   std::string knobs;
+  std::vector<std::string> argv0;  // rank 0's runtime argv (the knobs' values)
 };
 
 Runnable runnable_here(const Context& ctx, const Recipe& r) {
@@ -60,15 +61,15 @@ Runnable runnable_here(const Context& ctx, const Recipe& r) {
   }
   if (!out.yes) return out;
   if (auto note = apply_stored_gmu(ctx.global.state_dir, r, *plan)) plan->notes.push_back(*note);
+  out.argv0 = plan->ranks.front().process.argv;
   if (auto self = self_executable())
     out.fit = check_memory_fit_here(*self, ctx.global.state_dir + "/plan", r, *plan, *cl.cluster);
   if (out.fit.refused()) {
     out.yes = false;
-    out.knobs = memory_knobs(plan->ranks.front().process.argv);
+    out.knobs = memory_knobs(out.argv0);
     for (const auto& f : out.fit.ranks)
       if (f.status != "fits" && f.status != "skipped")
-        out.why.push_back("rank " + std::to_string(f.rank) + " on " + f.node + ": " + f.detail);
-    out.why.push_back("knobs: " + out.knobs);
+        out.why.push_back("rank " + std::to_string(f.rank) + " on " + f.node + " does not fit in memory");
   }
   return out;
 }
@@ -224,7 +225,7 @@ int run_validate(Context& ctx, const RecipeOptions& o) {
               << "\n";
   } else {
     for (const auto& d : l.diagnostics) std::cout << d.str() << "\n";
-    if (!run.fit.ranks.empty()) std::cout << "memory fit (runtime --dry-run-memory):\n" << run.fit.text({});
+    if (!run.fit.ranks.empty()) std::cout << "memory fit (runtime --dry-run-memory):\n" << run.fit.text(run.argv0);
     std::cout << file << ": " << (errors ? "invalid" : "valid") << " (" << errors << " error(s), " << warnings
               << " warning(s), " << notes << " not honoured by this build)\n";
     for (const auto& w : run.why) std::cout << "  not runnable: " << w << "\n";
