@@ -225,7 +225,8 @@ int run_validate(Context& ctx, const RecipeOptions& o) {
               << "\n";
   } else {
     for (const auto& d : l.diagnostics) std::cout << d.str() << "\n";
-    if (!run.fit.ranks.empty()) std::cout << "memory fit (runtime --dry-run-memory):\n" << run.fit.text(run.argv0);
+    if (!run.fit.ranks.empty())
+      std::cout << "memory fit (runtime --dry-run-memory):\n" << run.fit.text(run.argv0);
     std::cout << file << ": " << (errors ? "invalid" : "valid") << " (" << errors << " error(s), " << warnings
               << " warning(s), " << notes << " not honoured by this build)\n";
     for (const auto& w : run.why) std::cout << "  not runnable: " << w << "\n";
