@@ -24,18 +24,6 @@ bool value_of(const std::string& line, const std::string& name, double& out) {
   return true;
 }
 
-const char* why_name(FinishReason f) {
-  switch (f) {
-    case FinishReason::stop:
-      return "stop";
-    case FinishReason::length:
-      return "length";
-    case FinishReason::none:
-      break;
-  }
-  return "none";
-}
-
 }  // namespace
 
 StatsSnapshot parse_stats(const std::string& text) {
@@ -75,18 +63,18 @@ std::string stats_line(const StatsSnapshot& prev, const StatsSnapshot& now, doub
 }
 
 std::string access_line(uint64_t id, int prompt_tokens, int generated_tokens, double seconds,
-                        FinishReason why, const std::string& error) {
+                        const char* finish, const std::string& error) {
   char b[160];
   std::snprintf(b, sizeof b, "request %llu done: %d prompt + %d generated tokens in %.2f s (finish %s",
                 static_cast<unsigned long long>(id), prompt_tokens, generated_tokens, seconds,
-                error.empty() ? why_name(why) : "error");
+                error.empty() ? finish : "error");
   return std::string(b) + (error.empty() ? ")" : ": " + error + ")");
 }
 
-void log_access(uint64_t id, int prompt_tokens, int generated_tokens, double seconds, FinishReason why,
+void log_access(uint64_t id, int prompt_tokens, int generated_tokens, double seconds, const char* finish,
                 const std::string& error) {
   if (!g_access_on.load(std::memory_order_relaxed)) return;
-  spdlog::info("{}", access_line(id, prompt_tokens, generated_tokens, seconds, why, error));
+  spdlog::info("{}", access_line(id, prompt_tokens, generated_tokens, seconds, finish, error));
 }
 
 StatsLogger::StatsLogger(const Metrics& metrics, std::string model, std::chrono::milliseconds interval)

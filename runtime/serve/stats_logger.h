@@ -14,7 +14,6 @@
 #include <string>
 #include <thread>
 
-#include "runtime/sampler/stop_checker.h"
 #include "runtime/serve/metrics.h"
 
 namespace spk::rt {
@@ -32,9 +31,9 @@ std::string stats_line(const StatsSnapshot& prev, const StatsSnapshot& now, doub
 
 // The access line of one finished request (logged through spdlog at info).
 std::string access_line(uint64_t id, int prompt_tokens, int generated_tokens, double seconds,
-                        FinishReason why, const std::string& error);
+                        const char* finish, const std::string& error);
 // No-op unless a StatsLogger exists (so the warmup before ready logs no access lines).
-void log_access(uint64_t id, int prompt_tokens, int generated_tokens, double seconds, FinishReason why,
+void log_access(uint64_t id, int prompt_tokens, int generated_tokens, double seconds, const char* finish,
                 const std::string& error);
 
 class StatsLogger {

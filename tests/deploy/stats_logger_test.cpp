@@ -34,9 +34,9 @@ TEST(StatsLogger, ReadsCountersAndGaugesBackFromMetrics) {
 }
 
 TEST(StatsLogger, AccessLineNamesTokensTimeAndFinish) {
-  EXPECT_EQ(access_line(17, 25, 16, 0.8234, FinishReason::length, ""),
+  EXPECT_EQ(access_line(17, 25, 16, 0.8234, "length", ""),
             "request 17 done: 25 prompt + 16 generated tokens in 0.82 s (finish length)");
-  EXPECT_EQ(access_line(3, 5, 0, 0.01, FinishReason::none, "aborted"),
+  EXPECT_EQ(access_line(3, 5, 0, 0.01, "none", "aborted"),
             "request 3 done: 5 prompt + 0 generated tokens in 0.01 s (finish error: aborted)");
 }
 
