@@ -56,7 +56,9 @@ TEST(RecipeEdit, ExportCopiesALaneIntoTheStateDirForEditing) {
   std::ifstream in(copy);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("# lane-demo:"), std::string::npos) << "the lane's own text, comments kept: " << text;
-  std::ofstream(copy, std::ios::app) << "max_num_seqs: 3\n";  // edit it
+  const size_t at = text.find("max_num_seqs: 4");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::ofstream(copy) << text.substr(0, at) << "max_num_seqs: 3" << text.substr(at + 15);  // edit it
   auto shown = json::parse(spk::test::run_sparkctl("--json recipe show lane-demo", t.env(), false).out);
   EXPECT_EQ(shown["max_num_seqs"], 3) << "lookups by name find the edited copy";
   EXPECT_EQ(shown["source"], copy);
