@@ -49,14 +49,19 @@ int run_plan(Context& ctx, const PlanCliOptions& o) {
                     {"detail", r.detail},
                     {"kv_tokens", r.kv_tokens}});
     j["memory_fit"] = fj;
-    if (fit.refused()) j["memory_knobs"] = memory_knobs(argv0);
+    if (fit.refused()) {
+      j["memory_knobs"] = memory_knobs(argv0);
+      j["ok"] = false;  // one document: the refusal is in it, not in a second object
+      j["error"] = o.lane + " does not fit in memory: `up` would refuse it (see memory_fit)";
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << to_text(*plan);
     if (!fit.ranks.empty()) std::cout << "\n  memory fit (runtime --dry-run-memory):\n" << fit.text(argv0);
   }
   if (fit.refused()) {
-    print_error("plan", o.lane + " does not fit in memory: `up` would refuse it (see memory fit above)");
+    if (!ctx.global.json)
+      print_error("plan", o.lane + " does not fit in memory: `up` would refuse it (see memory fit above)");
     return kExitFailed;
   }
   return kExitOk;
