@@ -68,7 +68,7 @@ TEST(FabricCli, NoRdmaNicIsOneLineAndTheInventoryGivesTheFabricIp) {
   auto a = spark_a();
   const std::string inv = a.sysfs->root() + "/cluster.yaml";
   std::ofstream(inv)
-      << "name: pair\nnodes:\n"
+      << "name: pair\ndefaults: {cache_dir: /var/cache/sparkctl}\nnodes:\n"
          "  - {name: spark-a, role: head, ssh: {host: 10.0.0.1}, fabric: {interface: enp1s0f0np0, ip: "
       << a.cidr
       << "}}\n"
