@@ -29,6 +29,7 @@ struct BenchCliOptions {
   std::string api_key_env;
   std::string out;
   int probe_tokens = 256;
+  int input_tokens = 0;
   int repeats = 3;
   int max_concurrency = 0;
   int needle_tokens = -1;
@@ -83,6 +84,8 @@ int run_bench_verb(Context& ctx, const BenchCliOptions& o) {
     if (!e) return fail(e.error().what());
     url = e->endpoint;
     key_file = e->api_key_file;
+  } else if (auto st = read_deploy_state(ctx.global.state_dir); st && !st->api_key_file.empty()) {
+    key_file = st->api_key_file;  // --endpoint of this state dir's deployment: its key works there
   }
   if (auto s = bench::parse_endpoint_url(url, bo.ep); !s) return fail(s.error().what());
   // The key: the env var (--api-key-env, else the recipe's), else the deployment's key file.
@@ -105,11 +108,12 @@ int run_bench_verb(Context& ctx, const BenchCliOptions& o) {
   bo.ep.model = model->id;
   const int max_len =
       model->max_model_len > 0 ? model->max_model_len : static_cast<int>(recipe.max_model_len);
-  if (o.probe_tokens + 64 > max_len)
-    return fail("--probe-tokens " + std::to_string(o.probe_tokens) +
-                " leaves no room for the prompt in max_model_len " + std::to_string(max_len) +
-                " (lower --probe-tokens)");
+  if (o.probe_tokens + std::max(64, o.input_tokens + 32) > max_len)
+    return fail("--probe-tokens " + std::to_string(o.probe_tokens) + " output + --input-len " +
+                std::to_string(o.input_tokens) + " input leaves no room in max_model_len " +
+                std::to_string(max_len) + " (lower --output-len or --input-len)");
   bo.probe_tokens = o.probe_tokens;
+  bo.input_tokens = o.input_tokens;
   bo.repeats = o.repeats;
   bo.ladder = bench::doubling_ladder(o.max_concurrency > 0 ? o.max_concurrency : recipe.max_num_seqs);
   bo.needle_tokens = o.needle_tokens >= 0 ? o.needle_tokens : std::min(4096, max_len / 2);
@@ -121,8 +125,9 @@ int run_bench_verb(Context& ctx, const BenchCliOptions& o) {
   auto rep = bench::run_bench(bo);
   if (!rep) return fail(rep.error().what());
   const auto doc = bench::to_json(*rep, recipe.name, started);
-  auto files = bench::write_bench_files(o.out.empty() ? ctx.global.state_dir + "/bench" : o.out, recipe.name,
-                                        started, doc, *rep);
+  auto files = bench::write_bench_files(
+      o.out.empty() ? ctx.global.state_dir + "/bench" : o.out, recipe.name, started, doc, *rep,
+      bench::bench_title(recipe.name, rep->model, backend_name(recipe.backend), started));
   if (!files) return fail(files.error().what());
   if (ctx.global.json) {
     std::cout << doc.dump(2) << "\n";
@@ -145,8 +150,12 @@ void setup_bench(CLI::App& app, Context& ctx) {
   b->add_option("--endpoint", o->endpoint, "http://HOST:PORT[/v1] (default: the deployment's rank 0)");
   b->add_option("--api-key-env", o->api_key_env,
                 "env var holding the API key (default: the recipe's api_key_env)");
-  b->add_option("--probe-tokens", o->probe_tokens, "tokens each probe decodes")
+  b->add_option("--probe-tokens,--output-len", o->probe_tokens, "tokens each probe decodes (output length)")
       ->check(CLI::Range(2, 1 << 20));
+  b->add_option(
+       "--input-len", o->input_tokens,
+       "approximate prompt tokens of the concurrency ladder's requests (default: a short chat prompt)")
+      ->check(CLI::Range(0, 1 << 22));
   b->add_option("--repeats", o->repeats, "steady-state single-stream samples")->check(CLI::Range(1, 100));
   b->add_option("--max-concurrency", o->max_concurrency,
                 "top of the ladder 1,2,4,... (default: max_num_seqs)")

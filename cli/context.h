@@ -26,7 +26,12 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-// Prints an error line "sparkctl <verb>: <message> (<fix>)" to stderr.
+// Prints an error line "sparkctl <verb>: <message> (<fix>)" to stderr. Under --json it also prints one
+// JSON object on stdout: {"ok": false, "verb": V, "error": "<message> (<fix>)"}.
 void print_error(const std::string& verb, const std::string& what);
+// The same without a verb ("sparkctl: <what>"), for errors before any verb runs (usage, unknown verb).
+void print_error_plain(const std::string& what, bool json);
+// Set once by main.cpp from --json.
+void set_json_errors(bool on);
 
 }  // namespace spk::cli

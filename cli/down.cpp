@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/verbs.h"
 #include "orchestrator/deploy/up.h"
@@ -15,12 +16,14 @@ void setup_down(CLI::App& app, Context& ctx) {
   down->add_flag("--no-clean", *no_clean,
                  "only stop the ranks; skip `node clean` (stale runtimes, leaked shm)");
   down->callback([&ctx, no_clean] {
-    DeployContext dc{ctx.global.state_dir, ctx.global.cluster_file, false, &std::cout};
+    DeployContext dc{ctx.global.state_dir, ctx.global.cluster_file, false,
+                     ctx.global.json ? &std::cerr : &std::cout};  // --json: stdout is one object
     if (Status s = deploy_down(dc, !*no_clean); !s.ok()) {
       print_error("down", s.error().what());
       ctx.exit_code = kExitFailed;
       return;
     }
+    if (ctx.global.json) std::cout << nlohmann::json{{"ok", true}, {"verb", "down"}}.dump() << "\n";
     ctx.exit_code = kExitOk;
   });
 }

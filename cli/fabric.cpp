@@ -1,6 +1,8 @@
 // `sparkctl fabric show|setup|doctor|env|bw-serve`: the fabric verbs on the local node. The orchestrator
 // runs the same library calls on every node through `sparkctl node <verb>` (typed request in, JSON out);
 // here the request comes from flags. --json prints the result object instead of the table.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "fabric/link_setup.h"
 #include "fabric/tcp_bandwidth.h"
 #include "kernels/base/fs.h"
+#include "orchestrator/inventory.h"
 
 namespace spk::cli {
 namespace {
@@ -122,12 +125,59 @@ Result<EnvRequest> env_request(const FabricOptions& o) {
   return r;
 }
 
-int run_show(const Context& ctx, const FabricOptions& o) {
+// --cluster FILE: this node's fabric IP and interface from the inventory when --ip / --iface are not
+// given (the node is --node, else the hostname). Returns a note for the user, empty when nothing applied.
+Result<std::string> from_inventory(const Context& ctx, FabricOptions& o, std::string* iface) {
+  if (ctx.global.cluster_file.empty()) return std::string();
+  spk::ClusterLoad cl = spk::load_cluster_file(ctx.global.cluster_file);
+  if (!cl.cluster) {
+    std::string why;
+    for (const auto& d : cl.diagnostics) why += (why.empty() ? "" : "; ") + d.str();
+    return make_error("inventory " + ctx.global.cluster_file + " is invalid: " + why,
+                      "sparkctl cluster show");
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string me = o.node.empty() ? host : o.node;
+  const spk::Node* n = nullptr;
+  for (const auto& x : cl.cluster->nodes)
+    if (x.name == me) n = &x;
+  if (!n) {
+    std::string names;
+    for (const auto& x : cl.cluster->nodes) names += (names.empty() ? "" : ", ") + x.name;
+    return make_error("node '" + me + "' is not in " + ctx.global.cluster_file + " (nodes: " + names + ")",
+                      "pass --node NAME of the inventory");
+  }
+  if (o.node.empty()) o.node = n->name;
+  std::string note;
+  if (o.cidr.empty() && !n->fabric.cidr.empty()) {
+    o.cidr = n->fabric.cidr;
+    note += "fabric IP " + o.cidr;
+  }
+  if (iface && iface->empty() && !n->fabric.interface.empty()) {
+    *iface = n->fabric.interface;
+    note += std::string(note.empty() ? "" : ", ") + "interface " + *iface;
+  }
+  return note.empty() ? note : note + " from " + ctx.global.cluster_file + " (node " + n->name + ")";
+}
+
+int run_show(const Context& ctx, FabricOptions& o) {
+  auto inv = from_inventory(ctx, o, nullptr);
+  if (!inv.ok()) return fail("fabric show", inv.error());
+  if (!inv->empty() && !ctx.global.json) std::printf("%s\n", inv->c_str());
   auto net = net_view(o);
   if (!net.ok()) return fail("fabric show", net.error());
   auto nf = discover({o.node, o.sysfs_root}, **net);
   if (!nf.ok()) return fail("fabric show", nf.error());
   nlohmann::json j = {{"fabric", *nf}};
+  if (nf->devices.empty()) {  // one line, not an empty table and an error about GIDs
+    j["verdict"] = kNoRdmaVerdict;
+    if (ctx.global.json)
+      print_json(j);
+    else
+      std::printf("%s: %s\n", nf->node.c_str(), kNoRdmaVerdict);
+    return kExitOk;
+  }
   int code = kExitOk;
   if (!o.cidr.empty()) {
     auto req = env_request(o);
@@ -194,6 +244,9 @@ int run_setup(const Context& ctx, const FabricOptions& o) {
 }
 
 int run_doctor_verb(const Context& ctx, FabricOptions& o) {
+  auto inv = from_inventory(ctx, o, &o.doctor.iface);
+  if (!inv.ok()) return fail("fabric doctor", inv.error());
+  if (!inv->empty() && !ctx.global.json) std::printf("%s\n", inv->c_str());
   auto net = net_view(o);
   if (!net.ok()) return fail("fabric doctor", net.error());
   DoctorRequest& r = o.doctor;
@@ -211,7 +264,12 @@ int run_doctor_verb(const Context& ctx, FabricOptions& o) {
       std::printf("[%s] %-11s %s\n", f.ok ? " ok " : "FAIL", f.check.c_str(), f.message.c_str());
       if (!f.ok && !f.fix.empty()) std::printf("       fix: %s\n", f.fix.c_str());
     }
-    std::printf("%s\n", res->ok ? "fabric doctor: all checks passed" : "fabric doctor: some checks failed");
+    if (!res->verdict.empty())
+      std::printf("%s\n", res->findings.empty() || res->ok
+                              ? res->verdict.c_str()
+                              : (res->verdict + "; and some checks failed (above)").c_str());
+    else
+      std::printf("%s\n", res->ok ? "fabric doctor: all checks passed" : "fabric doctor: some checks failed");
   }
   return res->ok ? kExitOk : kExitFailed;
 }

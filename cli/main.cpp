@@ -3,8 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/build_info.h"
+#include "cli/verb_suggest.h"
 #include "cli/verbs.h"
 
 namespace {
@@ -23,7 +27,8 @@ int main(int argc, char** argv) {
   ctx.global.state_dir = default_state_dir();
 
   CLI::App app{"sparkctl: bring a large language model up across a few GPU nodes and keep it serving"};
-  app.set_version_flag("--version", std::string("sparkctl ") + SPARKCTL_VERSION);
+  app.set_version_flag("--version",
+                       std::string("sparkctl ") + SPARKCTL_VERSION + " (build " + SPARKCTL_BUILD_HASH + ")");
   app.require_subcommand(1);
   app.fallthrough();
   app.option_defaults()->always_capture_default();
@@ -39,6 +44,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", ctx.global.json, "machine-readable output on stdout");
 
   app.parse_complete_callback([&ctx] {
+    spk::cli::set_json_errors(ctx.global.json);
     spdlog::set_level(spdlog::level::from_str(ctx.global.log_level));
     spdlog::set_pattern("%^[%H:%M:%S.%e] [%l]%$ %v");
   });
@@ -62,9 +68,41 @@ int main(int argc, char** argv) {
   setup_supervise(app, ctx);
   setup_stage(app, ctx);
 
+  const bool json_asked = wants_json(argc, argv);
+  set_json_errors(json_asked);
+  std::vector<std::string> verbs;
+  for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    verbs.push_back(sub->get_name());
+  // An unknown verb: say which one was meant (`ps` -> status, `run` -> up, typos by edit distance).
+  if (auto word = first_verb_word(argc, argv); word && !is_known(*word, verbs)) {
+    print_error_plain("unknown verb '" + *word + "'" + suggest_verb(*word, verbs), json_asked);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    if (json_asked) {
+      std::cout << nlohmann::json{{"version", SPARKCTL_VERSION}, {"build", SPARKCTL_BUILD_HASH}}.dump()
+                << "\n";
+      return 0;
+    }
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // A bare group (`sparkctl recipe`) prints its help: what it can do is the answer.
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      if (sub->parsed() && !sub->get_subcommands([](CLI::App*) { return true; }).empty() &&
+          sub->get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&e)) {
+        std::cout << sub->help();
+        return kExitUsage;  // it printed what to type; nothing ran
+      }
+    if (json_asked) {
+      print_error_plain(e.what(), true);
+      return kExitUsage;
+    }
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   return ctx.exit_code;

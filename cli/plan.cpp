@@ -6,9 +6,13 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/lane_plan.h"
 #include "cli/verbs.h"
+#include "orchestrator/deploy/memory_fit.h"
+#include "orchestrator/deploy/stored_gmu.h"
+#include "orchestrator/transport/local_exec.h"
 #include "recipes/recipe_store.h"
 
 namespace spk::cli {
@@ -25,11 +29,41 @@ int run_plan(Context& ctx, const PlanCliOptions& o) {
     print_error("plan", lp.error().what());
     return kExitFailed;
   }
+  // The stored GMU choice, applied exactly as `up` applies it (plan prints what up runs).
+  if (auto note = apply_stored_gmu(ctx.global.state_dir, lp->recipe, lp->plan))
+    lp->plan.notes.push_back(*note);
   const Plan* plan = &lp->plan;
-  if (ctx.global.json)
-    std::cout << to_json(*plan).dump(2) << "\n";
-  else
+  // Memory fit: the runtime's planner, dry, with each rank's argv, where the model is on this machine.
+  auto self = self_executable();
+  MemoryFit fit;
+  if (self && plan->runnable())
+    fit = check_memory_fit_here(*self, ctx.global.state_dir + "/plan", lp->recipe, *plan, lp->cluster);
+  const std::vector<std::string>& argv0 = plan->ranks.front().process.argv;
+  if (ctx.global.json) {
+    nlohmann::json j = to_json(*plan);
+    nlohmann::json fj = nlohmann::json::array();
+    for (const auto& r : fit.ranks)
+      fj.push_back({{"rank", r.rank},
+                    {"node", r.node},
+                    {"status", r.status},
+                    {"detail", r.detail},
+                    {"kv_tokens", r.kv_tokens}});
+    j["memory_fit"] = fj;
+    if (fit.refused()) {
+      j["memory_knobs"] = memory_knobs(argv0);
+      j["ok"] = false;  // one document: the refusal is in it, not in a second object
+      j["error"] = o.lane + " does not fit in memory: `up` would refuse it (see memory_fit)";
+    }
+    std::cout << j.dump(2) << "\n";
+  } else {
     std::cout << to_text(*plan);
+    if (!fit.ranks.empty()) std::cout << "\n  memory fit (runtime --dry-run-memory):\n" << fit.text(argv0);
+  }
+  if (fit.refused()) {
+    if (!ctx.global.json)
+      print_error("plan", o.lane + " does not fit in memory: `up` would refuse it (see memory fit above)");
+    return kExitFailed;
+  }
   return kExitOk;
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
 #include "runtime/serve/engine.h"
+#include "runtime/serve/stats_logger.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/memory_planner.h"
 #include "runtime/serve/tp_step.h"
@@ -49,7 +50,7 @@ struct ServeFlags {
   double device_memory_gib = 0;  // required on cpu: the RAM budget the planner treats as device memory
   int max_model_len = 0;         // 0 = the model's max_position_embeddings
   int max_num_seqs = 256;
-  int max_num_batched_tokens = 2048;
+  int max_num_batched_tokens = 8192;  // = the recipe default (recipes/recipe.h)
   int block_size = 16;
   std::string kv_cache_dtype = "auto";
   bool dry_run_memory = false;
@@ -277,6 +278,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
               server.port());
   std::fflush(stdout);
   spdlog::info("state dir {}", ctx.global.state_dir);
+  rt::StatsLogger stats(metrics, hc.served_model_name);  // periodic vLLM-style line + access lines
   server.run();
   engine.stop();
   if (group) group->close();  // the workers leave with success

@@ -3,6 +3,7 @@
 // Exit 0 when the deployment is ready and every rank is alive, 1 otherwise (or when there is none).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include "orchestrator/deploy/events.h"
 #include "orchestrator/deploy/lifecycle.h"
 #include "orchestrator/deploy/rank_ops.h"
+#include "orchestrator/deploy/readiness.h"
+#include "runtime/serve/stats_logger.h"
 
 namespace spk::cli {
 namespace {
@@ -76,13 +79,36 @@ int run_status(Context& ctx) {
                      {"phase", phase},
                      {"uptime_s", alive ? d->uptime_s : 0.0},
                      {"restarts", r.restarts},
-                     {"endpoint", r.endpoint},
-                     {"kv_tokens", r.kv_tokens}});
+                     {"endpoint", alive ? r.endpoint : ""},
+                     {"kv_tokens", alive ? r.kv_tokens : 0}});
   }
   json events = json::array();
   for (const auto& e : read_events(ctx.global.state_dir, 12))
     events.push_back({{"ts_ms", e.ts_ms}, {"kind", e.kind}, {"message", e.message}});
   const bool ok = state->phase == "ready" && all_alive && !state->ranks.empty();
+  // What is served, read from rank 0 now: only while it serves (nothing stale after down).
+  json serving = nullptr;
+  if (ok) {
+    serving = {{"model", spec->served_name}, {"endpoint", state->endpoint}};
+    const auto& a0 = spec->ranks.empty() ? std::vector<std::string>{} : spec->ranks[0].argv;
+    for (size_t i = 0; i + 1 < a0.size(); ++i)
+      if (a0[i] == "--max-model-len") serving["max_model_len"] = std::atoll(a0[i + 1].c_str());
+    auto ep = parse_endpoint(state->endpoint);
+    auto key = read_api_key(*spec);
+    auto text = ep && key ? fetch_metrics(*ep, *key, std::chrono::seconds(3))
+                          : Result<std::string>(make_error("no endpoint or API key"));
+    if (text) {
+      const rt::StatsSnapshot s = rt::parse_stats(*text);
+      serving.update({{"requests", s.requests},
+                      {"prompt_tokens", s.prompt_tokens},
+                      {"generation_tokens", s.generation_tokens},
+                      {"running", s.running},
+                      {"waiting", s.waiting},
+                      {"kv_usage", s.kv_usage}});
+    } else {
+      serving["metrics_error"] = text.error().what();
+    }
+  }
   if (ctx.global.json) {
     json j{{"lane", state->lane},
            {"phase", state->phase},
@@ -92,6 +118,7 @@ int run_status(Context& ctx) {
            {"message", state->message},
            {"supervisor", {{"alive", sup}, {"pid", sup_pid}}},
            {"ranks", ranks},
+           {"serving", serving},
            {"events", events},
            {"ok", ok}};
     if (!ps_error.empty()) j["nodes_error"] = ps_error;
@@ -100,16 +127,31 @@ int run_status(Context& ctx) {
   }
   std::cout << state->lane << ": " << state->phase << " (fingerprint " << state->fingerprint << ")\n";
   if (!state->message.empty()) std::cout << "  " << state->message << "\n";
-  std::cout << "  endpoint " << state->endpoint << ", API key in " << state->api_key_file << "\n";
+  if (ok) {
+    std::cout << "  serves '" << serving.value("model", "") << "' at " << state->endpoint;
+    if (serving.contains("max_model_len")) std::cout << ", context " << serving["max_model_len"] << " tokens";
+    std::cout << ", API key in " << state->api_key_file << "\n";
+    if (serving.contains("requests"))
+      std::cout << "  requests " << serving["requests"] << ", prompt tokens " << serving["prompt_tokens"]
+                << ", generated tokens " << serving["generation_tokens"] << ", running " << serving["running"]
+                << ", waiting " << serving["waiting"] << ", KV usage "
+                << static_cast<int>(serving["kv_usage"].get<double>() * 1000) / 10.0 << "%\n";
+    else if (serving.contains("metrics_error"))
+      std::cout << "  metrics: " << serving["metrics_error"].get<std::string>() << "\n";
+  } else {
+    std::cout << "  not serving\n";
+  }
   std::cout << "  supervisor: " << (sup ? "pid " + std::to_string(sup_pid) : std::string("not running"))
             << "\n";
   if (!ps_error.empty()) std::cout << "  nodes: " << ps_error << "\n";
   std::printf("\n%-12s %-5s %-8s %-10s %-8s %-9s %-28s %s\n", "NODE", "RANK", "PID", "PHASE", "UPTIME",
               "RESTARTS", "ENDPOINT", "KV");
   for (const auto& r : ranks) {
-    std::string kv =
-        r["kv_tokens"].get<int64_t>() > 0 ? std::to_string(r["kv_tokens"].get<int64_t>()) + " tokens" : "-";
-    std::string ep = r["endpoint"].get<std::string>();
+    const bool alive = r["alive"].get<bool>();  // a stopped rank has no endpoint and no KV
+    std::string kv = alive && r["kv_tokens"].get<int64_t>() > 0
+                         ? std::to_string(r["kv_tokens"].get<int64_t>()) + " tokens"
+                         : "-";
+    std::string ep = alive ? r["endpoint"].get<std::string>() : "";
     std::printf("%-12s %-5d %-8d %-10s %-8s %-9d %-28s %s\n", r["node"].get<std::string>().c_str(),
                 r["rank"].get<int>(), r["pid"].get<int>(), r["phase"].get<std::string>().c_str(),
                 r["alive"].get<bool>() ? dur(r["uptime_s"].get<double>()).c_str() : "-",

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/verbs.h"
 
@@ -18,18 +19,33 @@ struct UpCliOptions {
   bool no_supervise = false;
 };
 
+// Under --json the progress lines go to stderr and stdout gets one JSON object at the end.
 DeployContext deploy_context(const Context& ctx, bool accept_new) {
-  return DeployContext{ctx.global.state_dir, ctx.global.cluster_file, accept_new, &std::cout};
+  return DeployContext{ctx.global.state_dir, ctx.global.cluster_file, accept_new,
+                       ctx.global.json ? &std::cerr : &std::cout};
+}
+
+void print_done(const Context& ctx, const char* verb, const std::string& outcome) {
+  if (!ctx.global.json) return;
+  nlohmann::json j{{"ok", true}, {"verb", verb}, {"outcome", outcome}};
+  if (auto st = read_deploy_state(ctx.global.state_dir))
+    j.update({{"lane", st->lane},
+              {"phase", st->phase},
+              {"endpoint", st->endpoint},
+              {"api_key_file", st->api_key_file}});
+  std::cout << j.dump() << "\n";
 }
 
 int run_up(Context& ctx, UpCliOptions o, const char* verb) {
   o.up.drop_caches = !o.no_drop_caches;
   o.up.supervise = !o.no_supervise;
-  auto r = deploy_up(deploy_context(ctx, o.accept_new_host_key), o.up);
+  const DeployContext dc = deploy_context(ctx, o.accept_new_host_key);
+  auto r = std::string(verb) == "switch" ? deploy_switch(dc, o.up) : deploy_up(dc, o.up);
   if (!r) {
     print_error(verb, r.error().what());
     return kExitFailed;
   }
+  print_done(ctx, verb, *r == UpOutcome::already_up ? "already_up" : "started");
   return kExitOk;
 }
 
@@ -57,16 +73,11 @@ void setup_up(CLI::App& app, Context& ctx) {
   up->callback([&ctx, o] { ctx.exit_code = run_up(ctx, *o, "up"); });
 
   auto so = std::make_shared<UpCliOptions>();
-  auto* sw = app.add_subcommand("switch", "stop every rank, clean, relaunch another lane fresh");
+  auto* sw = app.add_subcommand(
+      "switch",
+      "check the new lane, then stop every rank, clean, relaunch it fresh; roll back when it fails");
   add_up_flags(sw, *so);
-  sw->callback([&ctx, so] {
-    if (Status s = deploy_down(deploy_context(ctx, so->accept_new_host_key), /*clean=*/true); !s.ok()) {
-      print_error("switch", s.error().what());
-      ctx.exit_code = kExitFailed;
-      return;
-    }
-    ctx.exit_code = run_up(ctx, *so, "switch");
-  });
+  sw->callback([&ctx, so] { ctx.exit_code = run_up(ctx, *so, "switch"); });
 
   auto ro = std::make_shared<bool>(false);
   auto* re = app.add_subcommand("restart", "stop every rank and relaunch the same deployment worker-first");
@@ -77,6 +88,7 @@ void setup_up(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitFailed;
       return;
     }
+    print_done(ctx, "restart", "restarted");
     ctx.exit_code = kExitOk;
   });
 }

@@ -48,6 +48,10 @@ void check_rdma(Doctor& d, const Cidr& fab, std::string* iface) {
   const DoctorRequest& req = d.req;
   auto nf = discover({req.node, req.sysfs_root}, d.net);
   if (!nf.ok()) return d.add("rdma", nf.error());
+  if (nf->devices.empty()) {
+    d.res.verdict = kNoRdmaVerdict;
+    return;
+  }
   auto plan = choose_gids(*nf, {fab.str(), {}});
   if (!plan.ok()) return d.add("gid", plan.error());
   std::string chosen;
@@ -128,13 +132,17 @@ Result<DoctorResult> run_doctor(const DoctorRequest& req, const NetView& net) {
 
   std::string iface = req.iface;
   if (d.on("rdma")) {
-    if (have_fab)
+    if (have_fab) {
       check_rdma(d, fab, &iface);
-    else
+    } else if (auto nf = discover({req.node, req.sysfs_root}, net); nf.ok() && nf->devices.empty()) {
+      d.res.verdict = kNoRdmaVerdict;
+    } else {
       d.add("rdma", false, "no fabric IP given: cannot resolve the GID",
-            "pass --ip CIDR (the inventory's fabric IP)");
+            "pass --ip CIDR, or --cluster FILE whose node has fabric.ip");
+    }
   }
-  if (iface.empty() && (d.on("ip") || d.on("mtu")))
+  // No RDMA device and no --iface: no fabric netdev to look at; the verdict says why.
+  if (iface.empty() && (d.on("ip") || d.on("mtu")) && d.res.verdict.empty())
     d.add("iface", false, "no fabric netdev known", "pass --iface NAME (see `sparkctl fabric show`)");
 
   if (!iface.empty() && d.on("ip") && have_fab) {
@@ -156,9 +164,12 @@ Result<DoctorResult> run_doctor(const DoctorRequest& req, const NetView& net) {
     if (!li.ok()) {
       d.add("mtu", li.error());
     } else {
-      d.add("mtu", li->mtu == req.mtu,
+      // Above the asked MTU is fine (jumbo frames of 9216 carry 9000-byte ones); only below fails.
+      d.add("mtu", li->mtu >= req.mtu,
             iface + " MTU " + std::to_string(li->mtu) +
-                (li->mtu == req.mtu ? "" : ", wants " + std::to_string(req.mtu)),
+                (li->mtu == req.mtu  ? ""
+                 : li->mtu > req.mtu ? " (>= " + std::to_string(req.mtu) + " asked)"
+                                     : ", wants " + std::to_string(req.mtu)),
             "run `sparkctl fabric setup --iface " + iface + " --mtu " + std::to_string(req.mtu) +
                 "` (a reboot resets it to 1500)");
       const bool up = li->admin_up && (li->operstate == "up" || li->operstate == "unknown");

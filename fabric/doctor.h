@@ -1,6 +1,6 @@
 // `fabric doctor` on one node: every check becomes a Finding with the value seen and the fix. The
 // exit code of the verb is "all findings ok". Checks (names usable in `skip`):
-//   ip     the fabric IP/CIDR is on the fabric netdev           mtu    netdev MTU == wanted, link up
+//   ip     the fabric IP/CIDR is on the fabric netdev           mtu    netdev MTU >= wanted, link up
 //   rdma   GID choice (per node), GID drift against a plan, both CX7 halves usable and listed in
 //          NCCL_IB_HCA, port rate >= min_rate_gbps
 //   nccl   libnccl.so.2 loads and ncclGetVersion answers        ping   DF ping at MTU-28 to each peer
@@ -43,14 +43,20 @@ struct Finding {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Finding, check, ok, message, fix)
 
+// The one-line answer for a node without any RDMA device (a plain VM or server NIC): not a failure of
+// the node, a fact about what TP across nodes would run on.
+inline constexpr const char* kNoRdmaVerdict = "no RDMA NIC: TP across nodes would use Gloo/TCP";
+
 struct DoctorResult {
   std::string node;
   std::vector<Finding> findings;
-  bool ok = true;  // every finding ok
+  bool ok = true;       // every finding ok
+  std::string verdict;  // kNoRdmaVerdict when the node has no RDMA device; empty otherwise
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DoctorResult, node, findings, ok)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DoctorResult, node, findings, ok, verdict)
 
-// Runs the checks in the calling thread's network namespace. Failures are findings, not errors; an
+// A node with no RDMA device gets no rdma findings (nothing to check) but `verdict`; ip/mtu still run on
+// --iface. Runs the checks in the calling thread's network namespace. Failures are findings, not errors; an
 // error is returned only for a malformed request (bad CIDR, unknown check name).
 Result<DoctorResult> run_doctor(const DoctorRequest& req, const NetView& net);
 

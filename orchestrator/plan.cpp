@@ -122,6 +122,8 @@ const char* step_kind_name(StepKind k) {
       return "stage_weights";
     case StepKind::synth_model:
       return "synth_model";
+    case StepKind::memory_fit:
+      return "memory_fit";
     case StepKind::launch_worker:
       return "launch_worker";
     case StepKind::launch_rank0:
@@ -206,16 +208,18 @@ Result<Plan> build_plan(const Recipe& r, const Cluster& c, const PlanOptions& op
 
   p.steps.push_back(
       {StepKind::preflight,
-       "binary version, ports " + std::to_string(r.port) + " and " + std::to_string(r.master_port) +
-           " free, memory budget, no stale ranks or leaked /dev/shm, cache disk; drop page cache",
+       "binary hash, ports " + std::to_string(r.port) + " and " + std::to_string(r.master_port) +
+           " free, MemAvailable, no stale ranks or leaked /dev/shm, cache disk, weights complete; drop the "
+           "page cache (root, unless --no-drop-caches)",
        names});
   PlanStep fabric{StepKind::fabric_setup,
                   "per node: RoCE v2 GID index from its own GID table, MTU 9000, fabric IP, NCCL/Gloo env",
                   names};
-  if (!multi) {
-    fabric.skipped = true;
+  fabric.skipped = true;  // `up` never changes links: it is `sparkctl fabric setup`'s job
+  if (!multi)
     fabric.skip_reason = c.is_local() ? "local cluster, one node: no fabric" : "one node: no fabric";
-  }
+  else
+    fabric.skip_reason = "up does not run it: run `sparkctl fabric setup` after every reboot first";
   p.steps.push_back(fabric);
 
   if (r.model.source == ModelSource::synthetic) {
@@ -234,14 +238,20 @@ Result<Plan> build_plan(const Recipe& r, const Cluster& c, const PlanOptions& op
   } else if (r.model.source == ModelSource::hub) {
     std::string what = r.model.id + "@" + (r.model.revision.empty() ? "UNPINNED" : r.model.revision);
     if (r.draft && !r.draft->model.empty()) what += " and drafter " + r.draft->model;
-    p.steps.push_back({StepKind::stage_weights,
-                       "download " + what + " once on " + head.name + " into " + model_dir(r, head) +
-                           (multi ? ", push to workers over the fabric" : "") + ", verify every shard",
-                       names});
-  } else {
-    p.steps.push_back(
-        {StepKind::stage_weights, "verify " + r.model.id + " is complete on every node", names});
-  }
+    PlanStep st{StepKind::stage_weights,
+                "download " + what + " once on " + head.name + " into " + model_dir(r, head) +
+                    (multi ? ", push to workers over the fabric" : "") + ", verify every shard",
+                names};
+    st.skipped = true;  // `up` only verifies (preflight's weights row); staging is its own verb
+    st.skip_reason = "up does not download: run `sparkctl stage " + r.name +
+                     "` first; preflight refuses an incomplete copy";
+    p.steps.push_back(st);
+  }  // model.path: preflight's weights row checks it is complete on every node
+
+  p.steps.push_back({StepKind::memory_fit,
+                     "every rank's runtime argv with --dry-run-memory on its node: the planner's KV size, or "
+                     "its shortfall and the knobs, before anything starts",
+                     names});
 
   // Workers first: rank 0 starts last so the rendezvous finds every rank waiting.
   for (const auto& rs : p.ranks) {
@@ -309,6 +319,7 @@ nlohmann::json to_json(const Plan& p) {
           {"master", p.master},
           {"runnable", p.runnable()},
           {"not_honoured", notes},
+          {"notes", p.notes},
           {"steps", steps},
           {"ranks", ranks}};
 }
@@ -320,6 +331,8 @@ std::string to_text(const Plan& p) {
   os << "  TP " << p.tensor_parallel << " = " << p.nodes << " node(s) x " << p.gpus_per_node
      << " GPU(s), backend " << backend_name(p.backend) << ", serves '" << p.served_name << "' at "
      << p.endpoint << "\n\n";
+  for (const auto& n : p.notes) os << "  note: " << n << "\n";
+  if (!p.notes.empty()) os << "\n";
   int i = 1;
   for (const auto& s : p.steps) {
     os << "  " << i++ << ". " << step_kind_name(s.kind);

@@ -30,6 +30,7 @@ enum class StepKind {
   fabric_setup,
   stage_weights,
   synth_model,
+  memory_fit,
   launch_worker,
   launch_rank0,
   wait_ready,
@@ -69,6 +70,7 @@ struct Plan {
   std::vector<PlanStep> steps;
   std::vector<RankSpec> ranks;         // rank order
   std::vector<Unhonoured> unhonoured;  // settings this build cannot honour: `up` refuses while non-empty
+  std::vector<std::string> notes;      // what changed the recipe's values (stored GMU choice, ...)
 
   [[nodiscard]] bool runnable() const { return unhonoured.empty(); }
 };

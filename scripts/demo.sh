@@ -6,8 +6,13 @@
 # `sparkctl down` (nothing left running).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# Packages only: the demo needs the one binary, not the test build (that is scripts/test.sh's job).
+SPARKCTL_NO_BUILD=1 scripts/setup.sh
 BUILD=${SPARKCTL_BUILD_DIR:-build}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja ${SPARKCTL_CMAKE_ARGS:-}
+cmake --build "$BUILD" --target sparkctl -j "$(nproc)"
 S="$PWD/$BUILD/bin/sparkctl"
 export SPARKCTL_STATE_DIR=${SPARKCTL_STATE_DIR:-$PWD/$BUILD/demo-state}
 

@@ -26,6 +26,8 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
+json pct_json(const Percentiles& p) { return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}}; }
+
 }  // namespace
 
 json to_json(const BenchReport& r, const std::string& lane, const std::string& started_utc) {
@@ -56,7 +58,11 @@ json to_json(const BenchReport& r, const std::string& lane, const std::string& s
                            {"aggregate_decode_tok_s", l.aggregate_decode_tok_s},
                            {"mean_stream_decode_tok_s", l.mean_stream_decode_tok_s},
                            {"mean_ttft_s", l.mean_ttft_s},
-                           {"wall_s", l.wall_s}});
+                           {"wall_s", l.wall_s},
+                           {"request_throughput", l.request_throughput},
+                           {"ttft_s", pct_json(l.ttft)},
+                           {"tpot_s", pct_json(l.tpot)},
+                           {"itl_s", pct_json(l.itl)}});
   const auto& n = r.needle;
   j["needle"] = {{"ran", n.ran},       {"prompt_tokens", n.prompt_tokens},
                  {"found", n.found},   {"ttft_s", n.ttft_s},
@@ -76,11 +82,18 @@ std::string to_text(const BenchReport& r) {
   t += "  first request after ready: " + fmt("%.1f", std::abs(r.first_vs_steady_pct)) + "% " +
        (r.first_vs_steady_pct >= 0 ? "slower" : "faster") +
        " than steady state (warmup target: < 15% slower)\n\n";
-  t += "concurrency  aggregate tok/s  per-stream tok/s  mean TTFT ms  failed\n";
+  t += "concurrency  aggregate tok/s  per-stream tok/s  mean TTFT ms  req/s  failed\n";
   for (const auto& l : r.ladder)
     t += fmt("%11.0f", l.concurrency) + fmt("%17.1f", l.aggregate_decode_tok_s) +
          fmt("%18.1f", l.mean_stream_decode_tok_s) + fmt("%14.1f", l.mean_ttft_s * 1e3) +
-         fmt("%8.0f", l.failed) + (l.first_error.empty() ? "" : "  (" + l.first_error + ")") + "\n";
+         fmt("%7.2f", l.request_throughput) + fmt("%8.0f", l.failed) +
+         (l.first_error.empty() ? "" : "  (" + l.first_error + ")") + "\n";
+  t += "\nconcurrency  TTFT ms p50/p90/p99      TPOT ms p50/p90/p99      ITL ms p50/p90/p99\n";
+  auto ms3 = [](const Percentiles& p) {
+    return fmt("%7.1f", p.p50 * 1e3) + fmt("%8.1f", p.p90 * 1e3) + fmt("%8.1f", p.p99 * 1e3) + "  ";
+  };
+  for (const auto& l : r.ladder)
+    t += fmt("%11.0f", l.concurrency) + "  " + ms3(l.ttft) + ms3(l.tpot) + ms3(l.itl) + "\n";
   if (r.needle.ran)
     t += "\nneedle in " + std::to_string(r.needle.prompt_tokens) +
          " prompt tokens: " + (r.needle.found ? "found" : "not found") + ", TTFT " +
@@ -91,7 +104,8 @@ std::string to_text(const BenchReport& r) {
 }
 
 Result<BenchFiles> write_bench_files(const std::string& dir, const std::string& lane,
-                                     const std::string& stamp, const json& doc, const BenchReport& r) {
+                                     const std::string& stamp, const json& doc, const BenchReport& r,
+                                     const std::string& title) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
@@ -99,14 +113,31 @@ Result<BenchFiles> write_bench_files(const std::string& dir, const std::string& 
   BenchFiles f{dir + "/" + lane + "-" + stamp + ".json", dir + "/" + lane + "-" + stamp + ".png"};
   SPK_TRY(write_file_atomic(f.json_path, doc.dump(2) + "\n"));
   PlotSeries agg{{}, {}, 0x1f77b4, "aggregate"}, per{{}, {}, 0xff7f0e, "per stream"};
+  PlotSeries t50{{}, {}, 0x2ca02c, "TTFT p50"}, t99{{}, {}, 0xd62728, "TTFT p99"};
   for (const auto& l : r.ladder) {
     agg.x.push_back(l.concurrency);
     agg.y.push_back(l.aggregate_decode_tok_s);
     per.x.push_back(l.concurrency);
     per.y.push_back(l.mean_stream_decode_tok_s);
+    t50.x.push_back(l.concurrency);
+    t50.y.push_back(l.ttft.p50 * 1e3);
+    t99.x.push_back(l.concurrency);
+    t99.y.push_back(l.ttft.p99 * 1e3);
   }
-  SPK_TRY(write_file_atomic(f.png_path, encode_png(plot_lines({agg, per}, {"concurrency", "decode tok/s"}))));
+  // Two panels on a log2 concurrency axis: decode tok/s, then TTFT; titled so a PNG alone says what it is.
+  Raster top = plot_lines({agg, per}, {"concurrency", "decode tok/s", title, true}, 640, 360);
+  Raster bottom = plot_lines({t50, t99}, {"concurrency", "TTFT ms", "", true}, 640, 280);
+  SPK_TRY(write_file_atomic(f.png_path, encode_png(stack(top, bottom), /*compress=*/true)));
   return f;
+}
+
+std::string bench_title(const std::string& lane, const std::string& model, const std::string& backend,
+                        const std::string& stamp) {
+  std::string date = stamp;
+  if (stamp.size() >= 13)  // 20261203T181500Z
+    date = stamp.substr(0, 4) + "-" + stamp.substr(4, 2) + "-" + stamp.substr(6, 2) + " " +
+           stamp.substr(9, 2) + ":" + stamp.substr(11, 2) + " UTC";
+  return lane + "  " + model + "  " + backend + "  " + date;
 }
 
 }  // namespace spk::bench

@@ -24,9 +24,14 @@ std::string to_text(const BenchReport& r);
 struct BenchFiles {
   std::string json_path, png_path;
 };
-// <dir>/<lane>-<stamp>.json and .png (stamp = started_utc without separators).
+// <dir>/<lane>-<stamp>.json and .png (stamp = started_utc without separators). The PNG (deflated): `title`
+// on top, decode tok/s (aggregate and per stream) over concurrency on a log2 axis, then a TTFT p50/p99
+// panel on the same axis.
 Result<BenchFiles> write_bench_files(const std::string& dir, const std::string& lane,
                                      const std::string& stamp, const nlohmann::json& doc,
-                                     const BenchReport& r);
+                                     const BenchReport& r, const std::string& title = {});
+// "LANE  MODEL  BACKEND  YYYY-MM-DD HH:MM UTC" from a "YYYYMMDDTHHMMSSZ" stamp.
+std::string bench_title(const std::string& lane, const std::string& model, const std::string& backend,
+                        const std::string& stamp);
 
 }  // namespace spk::bench

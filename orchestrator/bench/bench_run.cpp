@@ -1,6 +1,7 @@
 #include "orchestrator/bench/bench_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,14 @@ const char* kJson =
     "Return a JSON array of ten objects, each with the fields name, age, city and email, for "
     "invented people. Output only the JSON.";
 const char* kCode = "Write a C program that reads lines from stdin, sorts them, and prints them.";
+
+// The ladder's prompt: the chat prompt, padded with filler words to about `input_tokens` tokens when
+// asked (--input-len; one short English word is about one token).
+std::string ladder_prompt(int input_tokens) {
+  std::string p = kChat;
+  for (int words = 16; words < input_tokens; ++words) p += " sea";
+  return p;
+}
 
 json probe_body(const std::string& nonce, const std::string& prompt, int max_tokens) {
   return {{"messages", json::array({{{"role", "user"}, {"content", "[" + nonce + "] " + prompt}}})},
@@ -105,12 +114,35 @@ LevelResult summarize_level(int concurrency, const std::vector<StreamSample>& ok
     per_stream += s.decode_tok_s();
     ttft += s.ttft_s();
   }
+  std::vector<double> ttfts, tpots, itls;
+  for (const auto& s : ok) {
+    ttfts.push_back(s.ttft_s());
+    if (s.completion_tokens >= 2) tpots.push_back(s.tpot_s());
+    for (size_t i = 1; i < s.text_times.size(); ++i)
+      itls.push_back(std::chrono::duration<double>(s.text_times[i] - s.text_times[i - 1]).count());
+  }
+  l.ttft = percentiles(ttfts);
+  l.tpot = percentiles(tpots);
+  l.itl = percentiles(itls);
   const double window = std::chrono::duration<double>(last - first).count();
   l.aggregate_decode_tok_s = window > 0 ? tokens / window : 0;
   l.mean_stream_decode_tok_s = per_stream / ok.size();
   l.mean_ttft_s = ttft / ok.size();
   l.wall_s = std::chrono::duration<double>(last - t0).count();
+  l.request_throughput = l.wall_s > 0 ? l.completed / l.wall_s : 0;
   return l;
+}
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {  // nearest rank: the smallest value with at least q of the samples at or below
+    size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+  };
+  p.p50 = rank(0.50), p.p90 = rank(0.90), p.p99 = rank(0.99);
+  return p;
 }
 
 Result<BenchReport> run_bench(const BenchOptions& o) {
@@ -157,7 +189,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     for (int i = 0; i < c; ++i) {
       const std::string nonce = o.run_id + "-c" + std::to_string(c) + "-" + std::to_string(i);
       fs.push_back(std::async(std::launch::async, [&o, nonce] {
-        return stream_chat(o.ep, probe_body(nonce, kChat, o.probe_tokens));
+        return stream_chat(o.ep, probe_body(nonce, ladder_prompt(o.input_tokens), o.probe_tokens));
       }));
     }
     std::vector<StreamSample> ok;

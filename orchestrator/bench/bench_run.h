@@ -22,8 +22,9 @@ namespace spk::bench {
 
 struct BenchOptions {
   Endpoint ep;
-  int probe_tokens = 256;
-  int repeats = 3;                      // steady-state samples of the single-stream probe
+  int probe_tokens = 256;  // output length of every probe (--output-len)
+  int input_tokens = 0;    // ladder prompt length, approximate (--input-len); 0 = the chat prompt
+  int repeats = 3;         // steady-state samples of the single-stream probe
   std::vector<int> ladder{1, 2, 4, 8};  // concurrency levels
   int needle_tokens = 4096;             // approximate prompt tokens of the needle check; 0 = skip
   std::string run_id;                   // goes into every nonce
@@ -44,6 +45,12 @@ struct WorkloadResult {
   double median_ttft_s = 0;
 };
 
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+// Nearest-rank percentiles of `v` (sorted here); zeros when empty.
+Percentiles percentiles(std::vector<double> v);
+
 struct LevelResult {
   int concurrency = 0;
   int completed = 0;
@@ -53,6 +60,10 @@ struct LevelResult {
   double mean_stream_decode_tok_s = 0;
   double mean_ttft_s = 0;
   double wall_s = 0;
+  // Distributions over the level (vLLM's bench names): TTFT per request, TPOT per request, ITL per gap
+  // between text chunks of a stream; request throughput = completed / wall_s.
+  Percentiles ttft, tpot, itl;
+  double request_throughput = 0;
 };
 
 struct NeedleResult {

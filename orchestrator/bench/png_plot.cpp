@@ -1,5 +1,7 @@
 #include "orchestrator/bench/png_plot.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -71,7 +73,7 @@ void Raster::line(int x0, int y0, int x1, int y1, uint32_t c, int thick) {
   }
 }
 
-std::string encode_png(const Raster& r) {
+std::string encode_png(const Raster& r, bool compress) {
   // Raster with a filter byte (0 = none) before each row.
   std::string raw;
   const size_t row = static_cast<size_t>(r.width) * 3;
@@ -79,6 +81,15 @@ std::string encode_png(const Raster& r) {
   for (int y = 0; y < r.height; ++y) {
     raw.push_back('\0');
     raw.append(reinterpret_cast<const char*>(&r.rgb[y * row]), row);
+  }
+  if (compress) {  // zlib's deflate: a plot of flat colours shrinks ~100x
+    uLongf n = compressBound(raw.size());
+    std::string zc(n, '\0');
+    if (compress2(reinterpret_cast<Bytef*>(zc.data()), &n, reinterpret_cast<const Bytef*>(raw.data()),
+                  raw.size(), 9) == Z_OK) {
+      zc.resize(n);
+      return png_file(r, zc);
+    }
   }
   std::string z =
       "\x78\x01";  // zlib: deflate, 32K window, no dictionary, check bits valid (0x7801 % 31 == 0)
@@ -93,7 +104,10 @@ std::string encode_png(const Raster& r) {
     if (raw.empty()) break;
   }
   put32(z, adler32(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
+  return png_file(r, z);
+}
 
+std::string png_file(const Raster& r, const std::string& z) {
   std::string out = "\x89PNG\r\n\x1a\n";
   std::string ihdr;
   put32(ihdr, static_cast<uint32_t>(r.width));
@@ -133,6 +147,9 @@ Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& label
     for (double x : s.x) xmax = std::max(xmax, x);
     for (double y : s.y) ymax = std::max(ymax, y);
   }
+  // log2 x: 1, 2, 4, ... evenly spaced (a doubling ladder reads as a straight line of points).
+  const bool lg = labels.log2_x;
+  const double xspan = lg ? std::max(1.0, std::log2(xmax)) : xmax;
   r.line(l, b, rt, b, 0x000000, 2);  // x axis
   r.line(l, b, l, t, 0x000000, 2);   // y axis
   const int gw = kGlyphW + 1;
@@ -145,11 +162,23 @@ Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& label
     }
     const std::string yl = tick_label(ymax * i / 4), xl = tick_label(xmax * i / 4);
     r.text(l - 8 - gw * static_cast<int>(yl.size()), y - kGlyphH / 2, yl, 0x000000);
-    r.text(x - gw * static_cast<int>(xl.size()) / 2, b + 9, xl, 0x000000);
+    if (!lg) r.text(x - gw * static_cast<int>(xl.size()) / 2, b + 9, xl, 0x000000);
   }
+  if (lg)  // a tick and label at every power of two
+    for (double v = 1; v <= xmax * 1.0001; v *= 2) {
+      const int x = l + static_cast<int>(std::lround(std::log2(v) / xspan * (rt - l)));
+      const std::string xl = tick_label(v);
+      r.line(x, b, x, b + 5, 0x000000);
+      r.text(x - gw * static_cast<int>(xl.size()) / 2, b + 9, xl, 0x000000);
+    }
+  if (!labels.title.empty())
+    r.text((l + rt) / 2 - gw * static_cast<int>(labels.title.size()) / 2, 4, labels.title, 0x000000);
   r.text((l + rt) / 2 - gw * static_cast<int>(labels.x_title.size()) / 2, b + 24, labels.x_title, 0x000000);
-  r.text(8, 10, labels.y_title, 0x000000);
-  auto px = [&](double x) { return l + static_cast<int>(std::lround(x / xmax * (rt - l))); };
+  r.text(8, labels.title.empty() ? 10 : 16, labels.y_title, 0x000000);
+  auto px = [&](double x) {
+    const double u = lg ? std::log2(std::max(1.0, x)) : x;
+    return l + static_cast<int>(std::lround(u / xspan * (rt - l)));
+  };
   auto py = [&](double y) { return b - static_cast<int>(std::lround(y / ymax * (b - t))); };
   for (const auto& s : series) {
     const size_t n = std::min(s.x.size(), s.y.size());
@@ -159,7 +188,7 @@ Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& label
         r.line(px(s.x[i]) - 3, py(s.y[i]) + d, px(s.x[i]) + 3, py(s.y[i]) + d, s.color);
     }
   }
-  int ly = 10;  // legend, top right
+  int ly = labels.title.empty() ? 10 : 16;  // legend, top right
   for (const auto& s : series) {
     if (s.name.empty()) continue;
     const int lx = rt - gw * static_cast<int>(s.name.size()) - 30;
@@ -167,6 +196,18 @@ Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& label
     r.text(lx + 26, ly, s.name, 0x000000);
     ly += 12;
   }
+  return r;
+}
+
+Raster stack(const Raster& top, const Raster& bottom) {
+  Raster r(std::max(top.width, bottom.width), top.height + bottom.height);
+  auto blit = [&r](const Raster& s, int y0) {
+    for (int y = 0; y < s.height; ++y)
+      std::copy_n(&s.rgb[static_cast<size_t>(y) * s.width * 3], static_cast<size_t>(s.width) * 3,
+                  &r.rgb[(static_cast<size_t>(y0 + y) * r.width) * 3]);
+  };
+  blit(top, 0);
+  blit(bottom, top.height);
   return r;
 }
 

@@ -23,8 +23,12 @@ struct Raster {
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);
 uint32_t adler32(const uint8_t* data, size_t n);
 
-// The PNG file bytes of `r`.
-std::string encode_png(const Raster& r);
+// The PNG file bytes of `r`: stored deflate blocks (no compression), or zlib's deflate with `compress`.
+std::string encode_png(const Raster& r, bool compress = false);
+// A PNG file around an already zlib-wrapped IDAT stream.
+std::string png_file(const Raster& r, const std::string& zlib_stream);
+// `top` above `bottom` in one raster (white where one is narrower).
+Raster stack(const Raster& top, const Raster& bottom);
 
 // Axes with labelled ticks at quarters of the largest x and y, one polyline per series (all on one
 // scale from 0), axis titles and a legend of the series' names. Single-point series draw a marker only.
@@ -35,6 +39,8 @@ struct PlotSeries {
 };
 struct PlotLabels {
   std::string x_title, y_title;
+  std::string title;    // centred above the plot; empty = none
+  bool log2_x = false;  // x on a log2 scale, a tick at every power of two (concurrency ladders)
 };
 Raster plot_lines(const std::vector<PlotSeries>& series, const PlotLabels& labels = {}, int width = 640,
                   int height = 400);

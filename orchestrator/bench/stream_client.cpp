@@ -36,6 +36,11 @@ double StreamSample::ttft_s() const {
   return std::chrono::duration<double>(t_first - t_start).count();
 }
 
+double StreamSample::tpot_s() const {
+  if (completion_tokens < 2) return 0;
+  return decode_s() / (completion_tokens - 1);
+}
+
 double StreamSample::decode_s() const {
   if (chunks_with_text == 0) return 0;
   return std::chrono::duration<double>(t_last - t_first).count();
@@ -102,6 +107,7 @@ Status SseAccumulator::event(std::string_view data, BenchClock::time_point now) 
     if (piece.empty()) continue;
     if (s_.chunks_with_text++ == 0) s_.t_first = now;
     s_.t_last = now;
+    s_.text_times.push_back(now);
     s_.text += piece;
   }
   return ok_status();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/base/status.h"
 
@@ -29,6 +30,7 @@ Status parse_endpoint_url(const std::string& url, Endpoint& out);
 struct StreamSample {
   BenchClock::time_point t_start, t_first, t_last;  // request sent, first and last text chunk
   int chunks_with_text = 0;
+  std::vector<BenchClock::time_point> text_times;  // arrival of every chunk with text (ITL = the gaps)
   int completion_tokens = 0;
   int prompt_tokens = 0;
   std::string text;
@@ -38,6 +40,8 @@ struct StreamSample {
   [[nodiscard]] double decode_s() const;  // t_last - t_first
   // (completion_tokens - 1) / decode_s; 0 when fewer than 2 tokens or no decode time.
   [[nodiscard]] double decode_tok_s() const;
+  // Time per output token after the first: decode_s / (completion_tokens - 1); 0 with fewer than 2.
+  [[nodiscard]] double tpot_s() const;
 };
 
 // Incremental SSE reader: feed raw bytes as they arrive; each complete `data:` event updates `s`.

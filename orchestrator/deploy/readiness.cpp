@@ -55,6 +55,20 @@ bool health_ok(const HttpEndpoint& ep, std::chrono::milliseconds timeout) {
   return r && r->status == 200;
 }
 
+Result<std::string> fetch_metrics(const HttpEndpoint& ep, const std::string& api_key,
+                                  std::chrono::milliseconds timeout) {
+  httplib::Client c(ep.host, ep.port);
+  set_timeouts(c, timeout);
+  auto r = c.Get("/metrics", httplib::Headers{{"Authorization", "Bearer " + api_key}});
+  const std::string where = "GET http://" + ep.host + ":" + std::to_string(ep.port) + "/metrics";
+  if (!r)
+    return make_error(where + ": " + httplib::to_string(r.error()), "is rank 0 up? see sparkctl logs", true);
+  if (r->status != 200)
+    return make_error(where + ": HTTP " + std::to_string(r->status),
+                      "check the API key file of the deployment");
+  return r->body;
+}
+
 Result<int> chat_completion(const HttpEndpoint& ep, const std::string& api_key, const std::string& model,
                             int prompt_words, int max_tokens, std::chrono::milliseconds timeout) {
   httplib::Client c(ep.host, ep.port);

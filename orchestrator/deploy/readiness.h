@@ -27,6 +27,10 @@ Result<HttpEndpoint> parse_endpoint(const std::string& url);
 // GET /health answered 200 within `timeout`.
 bool health_ok(const HttpEndpoint& ep, std::chrono::milliseconds timeout);
 
+// GET /metrics (Prometheus text) with the API key.
+Result<std::string> fetch_metrics(const HttpEndpoint& ep, const std::string& api_key,
+                                  std::chrono::milliseconds timeout);
+
 // One chat completion: `prompt_words` words of user text, at most `max_tokens` tokens, temperature 0.
 // Returns usage.completion_tokens; an HTTP error or a body without usage is an Error naming it.
 Result<int> chat_completion(const HttpEndpoint& ep, const std::string& api_key, const std::string& model,

@@ -10,7 +10,9 @@
 #include "kernels/base/fs.h"
 #include "orchestrator/deploy/events.h"
 #include "orchestrator/deploy/fingerprint.h"
+#include "orchestrator/deploy/memory_fit.h"
 #include "orchestrator/deploy/rank_ops.h"
+#include "orchestrator/deploy/stored_gmu.h"
 #include "orchestrator/gmu/gmu_store.h"
 #include "orchestrator/gmu/process_probe.h"
 #include "orchestrator/node/preflight_report.h"
@@ -25,14 +27,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string model_revision(const Recipe& r) {
-  const auto& m = r.model;
-  if (m.source == ModelSource::synthetic)
-    return "synthetic:" + m.synthetic.arch + "/" + m.synthetic.preset + "/seed" +
-           std::to_string(m.synthetic.seed);
-  return m.revision;
-}
 
 std::string random_key() {
   std::random_device rd;
@@ -62,55 +56,130 @@ Result<bool> any_alive(std::vector<NodeLink>& links, const DeploySpec& spec) {
   return false;
 }
 
-}  // namespace
+// Everything `up` decides before it touches a process on any node: recipe, inventory, plan (stored GMU
+// applied), what this build can run, the fingerprint, and the node links (binary pushed where it differs).
+struct PreparedUp {
+  RecipeSource src;
+  Recipe recipe;
+  Cluster cluster;
+  Plan plan;
+  std::string self, self_hash, fp;
+  const char* standin = nullptr;  // SPARKCTL_RUNTIME_STANDIN or null
+  std::vector<std::string> names;
+  std::vector<NodeLink> links;
+  bool synthesized = false, fitted = false;  // done once, before the old deployment stops (switch)
+};
 
-Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
-  Progress progress(ctx.out);
-  // --- plan
-  SPK_ASSIGN(RecipeSource src, find_recipe_source(opt.lane, recipe_dirs(ctx.state_dir)));
-  RecipeLoad loaded = load_recipe(src.text, src.file, src.origin);
+Result<PreparedUp> prepare_up(const DeployContext& ctx, const UpOptions& opt, const Progress& progress) {
+  PreparedUp p;
+  SPK_ASSIGN(p.src, find_recipe_source(opt.lane, recipe_dirs(ctx.state_dir)));
+  RecipeLoad loaded = load_recipe(p.src.text, p.src.file, p.src.origin);
   if (!loaded.ok()) {
     std::string why;
     for (const auto& d : loaded.diagnostics)
       if (d.severity == Severity::error) why += (why.empty() ? "" : "; ") + d.str();
     return make_error(opt.lane + " is invalid: " + why, "sparkctl recipe validate " + opt.lane);
   }
-  Recipe recipe = *loaded.recipe;
+  p.recipe = *loaded.recipe;
   ClusterLoad cl = load_cluster_or_local(ctx.cluster_file, ctx.state_dir);
   if (!cl.cluster) {
     std::string why;
     for (const auto& d : cl.diagnostics) why += (why.empty() ? "" : "; ") + d.str();
     return make_error("inventory " + ctx.cluster_file + " is invalid: " + why, "sparkctl cluster show");
   }
-  SPK_ASSIGN(std::string self, self_executable());
+  p.cluster = *cl.cluster;
+  SPK_ASSIGN(p.self, self_executable());
   PlanOptions po;
-  po.binary = self;
-  SPK_ASSIGN(Plan plan, build_plan(recipe, *cl.cluster, po));
+  po.binary = p.self;
+  SPK_ASSIGN(p.plan, build_plan(p.recipe, p.cluster, po));
+  if (auto note = apply_stored_gmu(ctx.state_dir, p.recipe, p.plan)) p.plan.notes.push_back(*note);
   const char* standin = std::getenv("SPARKCTL_RUNTIME_STANDIN");
-  const bool use_standin = standin && *standin;
-  if (!plan.runnable() && !use_standin) {
+  p.standin = standin && *standin ? standin : nullptr;
+  if (!p.plan.runnable() && !p.standin) {
     std::string what;
-    for (const auto& u : plan.unhonoured)
+    for (const auto& u : p.plan.unhonoured)
       what += (what.empty() ? "" : "; ") + u.key + ": " + u.value + " (" + u.detail + ")";
     return make_error(opt.lane + " asks for what this build cannot honour: " + what,
                       "see `sparkctl plan " + opt.lane + "`; pick a lane this build runs, like lane-demo");
   }
-  if (use_standin)
+  if (p.standin)
     progress("plan",
-             std::string("runtime stand-in ") + standin + " replaces `sparkctl runtime serve` (test hook)");
-  progress("plan", opt.lane + ": TP " + std::to_string(plan.tensor_parallel) + " on " +
-                       std::to_string(plan.nodes) + " node(s) of cluster " + plan.cluster + ", serves '" +
-                       plan.served_name + "' at " + plan.endpoint);
+             std::string("runtime stand-in ") + p.standin + " replaces `sparkctl runtime serve` (test hook)");
+  progress("plan", opt.lane + ": TP " + std::to_string(p.plan.tensor_parallel) + " on " +
+                       std::to_string(p.plan.nodes) + " node(s) of cluster " + p.plan.cluster + ", serves '" +
+                       p.plan.served_name + "' at " + p.plan.endpoint);
+  for (const auto& n : p.plan.notes) progress("gmu", n);
 
-  SPK_ASSIGN(std::string self_hash, file_xxh3_hex(self));
-  const std::string fp = deployment_fingerprint({recipe.name, src.text, self_hash, model_revision(recipe)});
+  SPK_ASSIGN(p.self_hash, file_xxh3_hex(p.self));
+  p.fp = deployment_fingerprint({p.recipe.name, p.src.text, p.self_hash, lane_model_revision(p.recipe)});
 
-  // --- link nodes (host keys, binary push)
-  std::vector<std::string> names;
-  for (int i = 0; i < plan.nodes; ++i) names.push_back(cl.cluster->nodes[i].name);
-  SPK_ASSIGN(auto links,
-             link_nodes(*cl.cluster, names, LinkOptions{ctx.accept_new_host_key, true}, progress.fn("link")));
-  progress("link", std::to_string(links.size()) + " node(s) reachable, sparkctl " + self_hash + " on each");
+  for (int i = 0; i < p.plan.nodes; ++i) p.names.push_back(p.cluster.nodes[i].name);
+  SPK_ASSIGN(p.links,
+             link_nodes(p.cluster, p.names, LinkOptions{ctx.accept_new_host_key, true}, progress.fn("link")));
+  progress("link",
+           std::to_string(p.links.size()) + " node(s) reachable, sparkctl " + p.self_hash + " on each");
+  return p;
+}
+
+// What `node preflight` gets for this lane on every node.
+json preflight_input(const PreparedUp& p, const UpOptions& opt, const std::vector<int>& ports, bool drop) {
+  json pin{{"ports", ports},
+           {"shm_dir", opt.shm_dir},
+           {"drop_caches", drop},
+           {"expect_binary_xxh3", p.self_hash},
+           {"model_dirs", json::object()},
+           {"model_required", p.recipe.model.source != ModelSource::synthetic}};
+  if (!p.standin)  // a stand-in runtime reads no weights
+    for (const auto& l : p.links) pin["model_dirs"][l.node.name] = model_dir(p.recipe, l.node);
+  return pin;
+}
+
+// The synthetic checkpoint on every node (deterministic: same files everywhere); once per PreparedUp.
+Status synth_models(PreparedUp& p, const Progress& progress) {
+  if (p.synthesized) return ok_status();
+  for (const auto& st : p.plan.steps) {
+    if (st.kind != StepKind::synth_model) continue;
+    for (const auto& c : st.commands) {
+      NodeLink* l = find_link(p.links, c.node);
+      auto out = std::find(c.argv.begin(), c.argv.end(), "--out");
+      if (l->node.local && out != c.argv.end() && out + 1 != c.argv.end() &&
+          std::filesystem::exists(*(out + 1) + "/config.json")) {
+        progress("synth_model", c.node + ": " + *(out + 1) + " exists");
+        continue;
+      }
+      SPK_TRY(run_on_node(*l, l->node.state_dir + "/deploy/run", "synth-model",
+                          node_argv(c.argv, l->binary, nullptr), 600s));
+      progress("synth_model", c.node + ": generated " + (out != c.argv.end() ? *(out + 1) : std::string()));
+    }
+  }
+  p.synthesized = true;
+  return ok_status();
+}
+
+// Memory fit: the runtime's planner, dry, with every rank's real argv on its node. A stand-in runtime
+// has no planner: skipped.
+Status memory_fit(PreparedUp& p, const Progress& progress) {
+  if (p.standin || p.fitted) return ok_status();
+  MemoryFit fit = check_memory_fit(p.links, p.plan);
+  const std::vector<std::string>& argv0 = p.plan.ranks.front().process.argv;
+  if (fit.refused())
+    return make_error(
+        p.recipe.name + " does not fit in memory (the planner's dry run, per rank):\n" + fit.text(argv0),
+        "lower max_model_len, max_num_batched_tokens or kv_cache_dtype, raise "
+        "gpu_memory_utilization or tensor_parallel in the recipe (knobs above)");
+  for (const auto& r : fit.ranks)
+    progress("memory_fit", "rank " + std::to_string(r.rank) + " on " + r.node + ": " + r.detail);
+  p.fitted = true;
+  return ok_status();
+}
+
+Result<UpOutcome> launch_prepared(const DeployContext& ctx, const UpOptions& opt, PreparedUp& p,
+                                  const Progress& progress) {
+  Recipe& recipe = p.recipe;
+  Plan& plan = p.plan;
+  auto& links = p.links;
+  const std::string& fp = p.fp;
+  const char* standin = p.standin;
 
   // --- the deployment already in this state dir
   if (auto old = read_deploy_spec(ctx.state_dir); old.ok()) {
@@ -138,20 +207,6 @@ Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
       }
       // Leftover pidfiles of dead ranks: clear them.
       (void)stop_all(*olinks, *old, 2s);
-    }
-  }
-
-  // --- GMU choice measured by `gmu bisect --write`
-  if (auto g = read_gmu_choice(ctx.state_dir, recipe.name); g.ok()) {
-    if (g->model_revision == model_revision(recipe) && g->nodes == names) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.3f", g->gmu);
-      for (auto& r : plan.ranks) r.process.argv = with_flag(r.process.argv, "--gpu-memory-utilization", buf);
-      progress("gmu", std::string("gpu_memory_utilization ") + buf + " from " +
-                          gmu_choice_path(ctx.state_dir, recipe.name));
-    } else {
-      progress("gmu", "ignoring " + gmu_choice_path(ctx.state_dir, recipe.name) +
-                          ": measured for another model revision or node set");
     }
   }
 
@@ -203,14 +258,7 @@ Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
     Status s = teardown(links, spec, ctx.state_dir, true, progress);
     if (!s.ok()) return failed(s.error());
   }
-  json pin{{"ports", {recipe.port, recipe.master_port}},
-           {"shm_dir", opt.shm_dir},
-           {"drop_caches", opt.drop_caches && ::geteuid() == 0},
-           {"expect_binary_xxh3", self_hash},
-           {"model_dirs", json::object()},
-           {"model_required", recipe.model.source != ModelSource::synthetic}};
-  if (!use_standin)  // a stand-in runtime reads no weights
-    for (const auto& l : links) pin["model_dirs"][l.node.name] = model_dir(recipe, l.node);
+  json pin = preflight_input(p, opt, {recipe.port, recipe.master_port}, opt.drop_caches && ::geteuid() == 0);
   std::vector<RemoteExec*> execs;
   for (auto& l : links) execs.push_back(l.exec.get());
   PreflightReport rep = run_preflight_all(execs, pin, 120s);
@@ -220,23 +268,9 @@ Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
                              "fix the rows marked fail, or pass --clean for stale runtimes and leaked shm"));
   progress("preflight", "ok on " + std::to_string(links.size()) + " node(s)");
 
-  // --- synthetic checkpoint on every node (deterministic: same files everywhere)
-  for (const auto& st : plan.steps) {
-    if (st.kind != StepKind::synth_model) continue;
-    for (const auto& c : st.commands) {
-      NodeLink* l = find_link(links, c.node);
-      auto out = std::find(c.argv.begin(), c.argv.end(), "--out");
-      if (l->node.local && out != c.argv.end() && out + 1 != c.argv.end() &&
-          std::filesystem::exists(*(out + 1) + "/config.json")) {
-        progress("synth_model", c.node + ": " + *(out + 1) + " exists");
-        continue;
-      }
-      Status s =
-          run_on_node(*l, spec.run_dir(c.node), "synth-model", node_argv(c.argv, l->binary, nullptr), 600s);
-      if (!s.ok()) return failed(s.error());
-      progress("synth_model", c.node + ": generated " + (out != c.argv.end() ? *(out + 1) : std::string()));
-    }
-  }
+  // --- synthetic checkpoint on every node, then the memory planner's dry run of every rank
+  if (Status s = synth_models(p, progress); !s.ok()) return failed(s.error());
+  if (Status s = memory_fit(p, progress); !s.ok()) return failed(s.error());
 
   // --- launch worker-first, wait for a real token, warm up
   state.phase = "launching";
@@ -262,6 +296,129 @@ Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
   return UpOutcome::started;
 }
 
+// Ports the deployment's ranks hold: --port and the port of --master in every rank's argv.
+std::vector<int> spec_ports(const DeploySpec& spec) {
+  std::vector<int> out;
+  for (const auto& r : spec.ranks)
+    for (size_t i = 0; i + 1 < r.argv.size(); ++i) {
+      std::string v;
+      if (r.argv[i] == "--port") v = r.argv[i + 1];
+      if (r.argv[i] == "--master") v = r.argv[i + 1].substr(r.argv[i + 1].rfind(':') + 1);
+      if (!v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() < 6)
+        out.push_back(std::stoi(v));
+    }
+  return out;
+}
+
+}  // namespace
+
+Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt) {
+  Progress progress(ctx.out);
+  SPK_ASSIGN(PreparedUp p, prepare_up(ctx, opt, progress));
+  return launch_prepared(ctx, opt, p, progress);
+}
+
+Result<UpOutcome> deploy_switch(const DeployContext& ctx, const UpOptions& opt) {
+  Progress progress(ctx.out);
+  auto old = read_deploy_spec(ctx.state_dir);
+  DeployContext nctx = ctx;
+  if (old && ctx.cluster_file.empty() && !old->cluster_file.empty()) {
+    nctx.cluster_file = old->cluster_file;
+    progress("switch", "cluster " + old->cluster_file +
+                           ": the deployment's inventory, as restart uses (pass --cluster for another)");
+  }
+  if (!old) {
+    progress("switch", "no deployment in " + ctx.state_dir + ": nothing to stop, switch is up");
+    SPK_ASSIGN(PreparedUp p, prepare_up(nctx, opt, progress));
+    return launch_prepared(nctx, opt, p, progress);
+  }
+  auto refuse = [&](const Error& e) -> Error {
+    return make_error("switch to " + opt.lane + " refused before anything stopped (" + old->lane +
+                          " keeps serving): " + e.message,
+                      e.fix);
+  };
+  // 1. Everything that needs none of the old ranks' resources, before anything stops.
+  auto p = prepare_up(nctx, opt, progress);
+  if (!p) return refuse(p.error());
+  DeployContext octx = ctx;
+  octx.cluster_file = old->cluster_file;
+  auto olinks = link_spec_nodes(octx, *old, false);
+  if (!olinks) return refuse(olinks.error());
+  auto live = any_alive(*olinks, *old);
+  if (!live) return refuse(live.error());
+  std::vector<int> ports;  // the old ranks' ports are theirs until they stop: checked after, by up
+  const std::vector<int> held = *live ? spec_ports(*old) : std::vector<int>{};
+  for (int port : {p->recipe.port, p->recipe.master_port})
+    if (std::find(held.begin(), held.end(), port) == held.end()) ports.push_back(port);
+  {
+    std::vector<RemoteExec*> execs;
+    for (auto& l : p->links) execs.push_back(l.exec.get());
+    PreflightReport rep = run_preflight_all(execs, preflight_input(*p, opt, ports, false), 120s);
+    std::string bad;
+    for (const auto& r : rep.rows) {
+      // The old deployment's runtimes are "stale" to preflight, and switch cleans stale runtimes and
+      // leaked shm when it stops the old one: those rows are checked again after. Anything else counts.
+      if (r.status != "fail" || r.check == "stale_processes" || r.check == "shm") continue;
+      bad += (bad.empty() ? "" : "; ") + r.node + " " + r.check + ": " + r.detail;
+    }
+    if (!bad.empty()) {
+      if (ctx.out) *ctx.out << rep.table();
+      return refuse(make_error("preflight: " + bad, "fix the rows marked fail above"));
+    }
+    if (Status s = synth_models(*p, progress); !s.ok()) return refuse(s.error());
+    // The dry run loads the new lane's weights onto the device: next to a live old lane that could
+    // exhaust it (a GB10 wedges). Then it runs after the old lane stops, and a refusal rolls back.
+    if (!*live) {
+      if (Status s = memory_fit(*p, progress); !s.ok()) return refuse(s.error());
+    } else if (!p->standin) {
+      progress("switch", "memory fit runs once " + old->lane +
+                             " has stopped (its dry run loads the weights onto the device " + old->lane +
+                             " holds); a refusal then brings " + old->lane + " back");
+    }
+    progress("switch", opt.lane + " passes every check that needs none of " + old->lane +
+                           "'s resources; stopping " + old->lane);
+  }
+  // 2. Stop the old deployment.
+  if (Status s = teardown(*olinks, *old, ctx.state_dir, true, progress); !s.ok()) return s.error();
+  append_event(ctx.state_dir, "switch", "stopped " + old->lane + " for " + p->recipe.name);
+  // 3. The new one, with the full preflight now that the old ranks' ports are free.
+  auto r = launch_prepared(nctx, opt, *p, progress);
+  if (r || !*live) return r;
+  // 4. It failed: bring the previous lane back, or say plainly that nothing serves.
+  const Error why = r.error();
+  progress("rollback", opt.lane + " failed: bringing " + old->lane + " back");
+  DeployState st;
+  st.lane = old->lane;
+  st.fingerprint = old->fingerprint;
+  st.endpoint = old->endpoint;
+  st.api_key_file = old->api_key_file;
+  st.phase = "launching";
+  Status back = write_deploy_spec(ctx.state_dir, *old);
+  auto key = read_api_key(*old);
+  if (back.ok() && !key) back = key.error();
+  if (back.ok()) back = bring_up(*olinks, *old, *key, st, progress);
+  if (back.ok()) {
+    auto sp = start_supervisor(octx);
+    if (sp) st.supervisor_pid = *sp;
+    st.phase = "ready";
+    st.message = "switch to " + opt.lane + " failed (" + why.message + "); rolled back to " + old->lane;
+    (void)write_deploy_state(ctx.state_dir, st);
+    append_event(ctx.state_dir, "rollback", st.message);
+    progress("rollback", old->lane + " serves again at " + old->endpoint);
+    return make_error("switch to " + opt.lane + " failed: " + why.message + "; rolled back: " + old->lane +
+                          " serves again at " + old->endpoint,
+                      why.fix);
+  }
+  st.phase = "failed";
+  for (auto& rk : st.ranks) rk.pid = 0, rk.phase = "stopped";
+  st.message = "nothing is serving: switch to " + opt.lane + " failed (" + why.message + ") and bringing " +
+               old->lane + " back failed (" + back.error().message + ")";
+  (void)write_deploy_state(ctx.state_dir, st);
+  append_event(ctx.state_dir, "failed", st.message);
+  return make_error(st.message, "fix the cause, then sparkctl up " + old->lane + " or sparkctl switch " +
+                                    opt.lane + " (see sparkctl logs)");
+}
+
 Status deploy_down(const DeployContext& ctx, bool clean) {
   Progress progress(ctx.out);
   auto spec = read_deploy_spec(ctx.state_dir);
@@ -276,7 +433,8 @@ Status deploy_down(const DeployContext& ctx, bool clean) {
   DeployState st = state.ok() ? *state : DeployState{};
   st.phase = s.ok() ? "stopped" : "failed";
   st.supervisor_pid = 0;
-  for (auto& r : st.ranks) r.pid = 0, r.phase = "stopped";
+  for (auto& r : st.ranks)
+    r.pid = 0, r.phase = "stopped", r.endpoint.clear(), r.kv_tokens = 0, r.kv_bytes = 0;
   (void)write_deploy_state(ctx.state_dir, st);
   append_event(ctx.state_dir, "down", s.ok() ? "every rank stopped" : s.error().what());
   return s;

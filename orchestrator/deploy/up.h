@@ -29,6 +29,14 @@ enum class UpOutcome { started, already_up };
 
 Result<UpOutcome> deploy_up(const DeployContext& ctx, const UpOptions& opt);
 
+// `switch LANE`: never leaves the cluster worse off. Before the old deployment stops: recipe, inventory
+// (the deployment's own when ctx has none, as restart does), plan, what this build runs, node links and
+// every preflight check that needs none of the old ranks' resources (their ports and runtimes); a failure
+// there refuses the switch and the old lane keeps serving. Then the old deployment stops (with clean) and
+// the new one comes up; when it fails the old spec is brought back. When that fails too the error and
+// state.json's message start with "nothing is serving:" and say why.
+Result<UpOutcome> deploy_switch(const DeployContext& ctx, const UpOptions& opt);
+
 // Stops everything of the deployment in ctx.state_dir; "nothing to stop" is ok. State phase stopped.
 Status deploy_down(const DeployContext& ctx, bool clean);
 

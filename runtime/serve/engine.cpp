@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/serve/stats_logger.h"  // access line per request
+
 namespace spk::rt {
 
 using Clock = std::chrono::steady_clock;
@@ -139,6 +141,12 @@ void Engine::finish(uint64_t id, FinishReason why, const std::string& error) {
   sched_.remove(id);
   if (metrics_ && error.empty())
     metrics_->e2e(std::chrono::duration<double>(Clock::now() - it->second.arrival).count());
+  log_access(id, it->second.seq->prompt_len, int(it->second.seq->tokens.size()) - it->second.seq->prompt_len,
+             std::chrono::duration<double>(Clock::now() - it->second.arrival).count(),
+             why == FinishReason::stop     ? "stop"
+             : why == FinishReason::length ? "length"
+                                           : "none",
+             error);
   it->second.channel->close(why, error);
   live_.erase(it);
 }

@@ -83,6 +83,33 @@ TEST(BenchLadder, AggregateIsTokensOverTheDecodeWindow) {
   EXPECT_EQ(doubling_ladder(1), (std::vector<int>{1}));
 }
 
+// Issue 27: vLLM's serving-bench distributions per level.
+TEST(BenchLadder, ItlTpotTtftPercentilesAndRequestThroughput) {
+  EXPECT_EQ(percentiles({}).p99, 0);
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  const Percentiles p = percentiles(v);
+  EXPECT_EQ(p.p50, 50);
+  EXPECT_EQ(p.p90, 90);
+  EXPECT_EQ(p.p99, 99);
+  const auto t0 = BenchClock::now();
+  // One stream: text chunks at 100, 110, 130, 160 ms (gaps 10, 20, 30 ms), 4 tokens.
+  StreamSample s;
+  s.t_start = t0;
+  for (int ms : {100, 110, 130, 160}) s.text_times.push_back(t0 + ms * 1ms);
+  s.t_first = s.text_times.front();
+  s.t_last = s.text_times.back();
+  s.chunks_with_text = 4;
+  s.completion_tokens = 4;
+  EXPECT_NEAR(s.tpot_s(), 0.020, 1e-9);
+  LevelResult l = summarize_level(1, {s}, 0);
+  EXPECT_NEAR(l.itl.p50, 0.020, 1e-9);
+  EXPECT_NEAR(l.itl.p99, 0.030, 1e-9);
+  EXPECT_NEAR(l.tpot.p50, 0.020, 1e-9);
+  EXPECT_NEAR(l.ttft.p90, 0.100, 1e-9);
+  EXPECT_NEAR(l.request_throughput, 1 / 0.160, 1e-6);
+}
+
 TEST(BenchEndpoint, ParsesAndNamesBadUrls) {
   Endpoint ep;
   ASSERT_TRUE(parse_endpoint_url("http://127.0.0.1:8123/v1", ep).ok());
@@ -159,6 +186,9 @@ TEST(BenchBinary, LiveServerReportSchemaAndFiles) {
     EXPECT_EQ(l["failed"], 0) << l;
     EXPECT_GT(l["aggregate_decode_tok_s"].get<double>(), 0) << l;
     EXPECT_GT(l["mean_stream_decode_tok_s"].get<double>(), 0) << l;
+    EXPECT_GT(l["request_throughput"].get<double>(), 0) << l;
+    for (const char* k : {"ttft_s", "tpot_s", "itl_s"})
+      EXPECT_GT(l[k]["p99"].get<double>(), 0) << k << ": " << l;
   }
   EXPECT_TRUE(j["needle"]["ran"].get<bool>()) << j["needle"];
   EXPECT_GT(j["needle"]["prompt_tokens"].get<int>(), 48) << j["needle"];

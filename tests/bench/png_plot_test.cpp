@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
@@ -97,6 +98,31 @@ TEST(BenchPng, PlotIsAValidPng) {
     EXPECT_EQ(std::system(cmd.c_str()), 0);
     std::remove(f.c_str());
   }
+}
+
+// Issue 27: the bench PNG is deflated (zlib), stacks two panels, and inflates back to the same raster.
+TEST(BenchPng, CompressedPlotInflatesToTheRaster) {
+  PlotSeries agg{{1, 2, 4, 8, 16}, {10, 19, 35, 60, 80}, 0x1f77b4, "aggregate"};
+  Raster top = plot_lines({agg}, {"concurrency", "tok/s", "lane-demo  demo  cpu  2026-12-03 18:20 UTC", true},
+                          320, 200);
+  Raster both = stack(top, plot_lines({agg}, {"concurrency", "TTFT ms", "", true}, 320, 120));
+  EXPECT_EQ(both.height, 320);
+  const std::string stored = encode_png(both), packed = encode_png(both, true);
+  EXPECT_LT(packed.size() * 10, stored.size()) << packed.size() << " vs " << stored.size();
+  // IDAT of the compressed file, inflated.
+  const size_t at = packed.find("IDAT");
+  ASSERT_NE(at, std::string::npos);
+  const uint32_t len = be32(packed, at - 4);
+  std::string raw(static_cast<size_t>(both.width * 3 + 1) * both.height, '\0');
+  uLongf n = raw.size();
+  ASSERT_EQ(uncompress(reinterpret_cast<Bytef*>(raw.data()), &n,
+                       reinterpret_cast<const Bytef*>(packed.data() + at + 4), len),
+            Z_OK);
+  ASSERT_EQ(n, raw.size());
+  for (int y = 0; y < both.height; ++y)
+    ASSERT_EQ(0, std::memcmp(raw.data() + static_cast<size_t>(y) * (both.width * 3 + 1) + 1,
+                             &both.rgb[static_cast<size_t>(y) * both.width * 3], both.width * 3))
+        << "row " << y;
 }
 
 }  // namespace

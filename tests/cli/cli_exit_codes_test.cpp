@@ -4,7 +4,11 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/run_binary.h"
 
@@ -28,6 +32,78 @@ TEST(CliExitCodes, VersionIsZero) {
   auto r = run("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find(SPARKCTL_VERSION), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// Issue 27: CLI habits.
+TEST(CliHabits, UnknownVerbSaysWhichWasMeant) {
+  for (auto [word, verb] :
+       std::vector<std::pair<std::string, std::string>>{{"ps", "status"},
+                                                        {"run", "up"},
+                                                        {"stop", "down"},
+                                                        {"stauts", "status"},
+                                                        {"--state-dir /tmp swich", "switch"}}) {
+    auto r = run(word);
+    EXPECT_EQ(r.code, 2) << word << ": " << r.out;
+    EXPECT_NE(r.out.find("did you mean `sparkctl " + verb + "`"), std::string::npos) << word << ": " << r.out;
+  }
+  auto far = run("frobnicate");
+  EXPECT_NE(far.out.find("unknown verb 'frobnicate'"), std::string::npos) << far.out;
+  EXPECT_NE(far.out.find("sparkctl --help"), std::string::npos) << far.out;
+}
+
+TEST(CliHabits, BareGroupPrintsItsHelp) {
+  for (auto [group, sub] : std::vector<std::pair<std::string, std::string>>{
+           {"recipe", "validate"}, {"fabric", "doctor"}, {"gmu", "bisect"}, {"cluster", "show"}}) {
+    auto r = run(group);
+    EXPECT_EQ(r.code, 2) << group << ": nothing ran: " << r.out;
+    EXPECT_NE(r.out.find(sub), std::string::npos) << group << ": " << r.out;
+    EXPECT_EQ(r.out.find("required"), std::string::npos) << group << ": " << r.out;
+  }
+}
+
+// --json: stdout is exactly one JSON object, errors included (usage errors, unknown verbs, verb errors).
+TEST(CliHabits, JsonErrorsAreOneObject) {
+  for (const char* args :
+       {"--json ps", "--json up", "--json recipe show no-such-lane", "--json --state-dir /nonexistent/x logs",
+        "--json plan no-such-lane", "--json --state-dir /nonexistent/x down --bogus"}) {
+    auto r = spk::test::run_sparkctl(args, "", /*merge_stderr=*/false);
+    EXPECT_NE(r.code, 0) << args;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << args << ": stdout is not one JSON object: " << r.out;
+    EXPECT_EQ(j.value("ok", true), false) << args << ": " << r.out;
+    EXPECT_FALSE(j.value("error", "").empty()) << args << ": " << r.out;
+  }
+}
+
+TEST(CliHabits, VersionCarriesTheBuildHash) {
+  auto r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find(std::string("sparkctl ") + SPARKCTL_VERSION + " (build "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(build )"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(spk::test::run_sparkctl("--json --version", "", false).out, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j.value("version", ""), SPARKCTL_VERSION);
+  EXPECT_FALSE(j.value("build", "").empty());
+}
+
+// scripts/demo.sh builds the one binary the demo runs, not the whole test build.
+TEST(DemoScript, BuildsOnlyTheBinary) {
+  std::ifstream f(std::string(SPARKCTL_SOURCE_DIR) + "/scripts/demo.sh");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  ASSERT_FALSE(text.empty());
+  EXPECT_NE(text.find("SPARKCTL_NO_BUILD=1 scripts/setup.sh"), std::string::npos) << text;
+  EXPECT_NE(text.find("cmake --build \"$BUILD\" --target sparkctl"), std::string::npos) << text;
+  size_t builds = 0;
+  for (size_t at = text.find("cmake --build"); at != std::string::npos;
+       at = text.find("cmake --build", at + 1))
+    ++builds;
+  EXPECT_EQ(builds, 1u) << "one build command, for the sparkctl target";
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // `logs` shows rank 0's lines, `down` leaves no process, no pidfile and no shm segment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "orchestrator/deploy/readiness.h"
 #include "orchestrator/gmu/gmu_store.h"
 #include "orchestrator/node/runtime_procs.h"
@@ -15,6 +18,37 @@ namespace {
 using namespace deploy_test;
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// `plan --json` is what `up` ran (issue 27): every rank's argv (after the runtime's words: argv[0] is
+// the node's binary, or the stand-in that replaces `sparkctl runtime serve`) and env equal spec.json's,
+// and every step the plan does not mark skipped shows up as a phase of `up`'s progress (none skipped).
+void expect_plan_is_what_up_ran(const std::string& plan_out, const std::string& state,
+                                const std::string& up_out, bool standin) {
+  json plan = json::parse(plan_out, nullptr, false);
+  ASSERT_TRUE(plan.is_object()) << plan_out;
+  auto spec_text = read_file(state + "/deploy/spec.json");
+  ASSERT_TRUE(spec_text.ok());
+  json spec = json::parse(*spec_text);
+  ASSERT_EQ(plan["ranks"].size(), spec["ranks"].size());
+  for (size_t i = 0; i < spec["ranks"].size(); ++i) {
+    auto pa = plan["ranks"][i]["argv"].get<std::vector<std::string>>();
+    auto sa = spec["ranks"][i]["argv"].get<std::vector<std::string>>();
+    pa.erase(pa.begin(), pa.begin() + (standin ? 3 : 1));
+    sa.erase(sa.begin());
+    EXPECT_EQ(pa, sa) << "rank " << i << ": plan --json differs from what up launched";
+    std::vector<std::pair<std::string, std::string>> pe, se;
+    for (const auto& e : plan["ranks"][i]["env"]) pe.emplace_back(e["name"], e["value"]);
+    for (const auto& e : spec["ranks"][i]["env"]) se.emplace_back(e[0], e[1]);
+    EXPECT_EQ(pe, se) << "rank " << i;
+  }
+  for (const auto& st : plan["steps"]) {
+    const std::string phase = "s] " + st["kind"].get<std::string>() + ":";
+    if (st["skipped"].get<bool>())
+      EXPECT_EQ(up_out.find(phase), std::string::npos) << "plan skips " << phase << " but up ran it";
+    else if (st["kind"] != "launch_worker" || !standin)
+      EXPECT_NE(up_out.find(phase), std::string::npos) << "plan lists " << phase << ", up never ran it";
+  }
+}
 
 TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   const std::string dir = temp_dir("up-local");
@@ -31,7 +65,8 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
                                     "\nmaster_port: " + std::to_string(free_port()) + "\n")
                   .ok());
   const std::string env = "SPARKCTL_STATE_DIR=" + state + " SPARKCTL_RECIPES_DIR=" + recipes +
-                          " SPARKCTL_SHM_DIR=" + shm + " SPARKCTL_NPM_DIR=" + SPARKCTL_NPM_DIR + " ";
+                          " SPARKCTL_SHM_DIR=" + shm + " SPARKCTL_NPM_DIR=" + SPARKCTL_NPM_DIR +
+                          " SPARKCTL_STATS_INTERVAL_S=1 ";
 
   auto up = test::run_sparkctl("up lane-demo --no-drop-caches --ready-timeout 300", env);
   ASSERT_EQ(up.code, 0) << up.out;
@@ -39,6 +74,9 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   EXPECT_NE(up.out.find("launch_rank0"), std::string::npos) << up.out;
   EXPECT_NE(up.out.find("warmup 1"), std::string::npos) << up.out;
   std::cout << up.out;
+  auto plan = test::run_sparkctl("--json plan lane-demo", env, /*merge_stderr=*/false);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  expect_plan_is_what_up_ran(plan.out, state, up.out, /*standin=*/false);
 
   auto key = read_file(state + "/deploy/api_key");
   ASSERT_TRUE(key.ok());
@@ -67,9 +105,27 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
   EXPECT_EQ(status_json(env)["ranks"][0]["pid"], pid) << "reused, not relaunched";
 
-  auto logs = test::run_sparkctl("logs --node local", env);
+  // The operator's view: a vLLM-style periodic line, one access line per request, status counters.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto logs = test::run_sparkctl("logs --node local --bytes 65536", env);
   EXPECT_EQ(logs.code, 0) << logs.out;
   EXPECT_NE(logs.out.find("[local/rank-0] ready:"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("Avg prompt throughput: "), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("Avg generation throughput: "), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("KV cache usage: "), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("generated tokens in "), std::string::npos) << "access line: " << logs.out;
+  json serving = status_json(env)["serving"];
+  EXPECT_EQ(serving.value("model", ""), "demo") << serving.dump(2);
+  EXPECT_EQ(serving.value("max_model_len", 0), 2048) << serving.dump(2);
+  EXPECT_GE(serving.value("requests", 0), 2) << serving.dump(2);
+  EXPECT_GT(serving.value("generation_tokens", 0), 0) << serving.dump(2);
+  auto tail = test::run_sparkctl("logs --node local -n 2", env);
+  EXPECT_EQ(tail.code, 0);
+  size_t rank0_lines = 0;
+  for (size_t at = tail.out.find("[local/rank-0]"); at != std::string::npos;
+       at = tail.out.find("[local/rank-0]", at + 1))
+    ++rank0_lines;
+  EXPECT_EQ(rank0_lines, 2u) << tail.out;
 
   // bench finds the deployment's endpoint and API key by itself (state dir), no env var needed.
   auto bench = test::run_sparkctl(
@@ -88,9 +144,22 @@ TEST(UpLocal, LaneDemoServesAChatCompletionThenDownLeavesNothing) {
   for (const auto& e : fs::recursive_directory_iterator(state))
     EXPECT_NE(e.path().extension(), ".pid") << e.path();
   EXPECT_EQ(test::run_sparkctl("status", env).code, 1) << "stopped is not ready";
+  json stopped = status_json(env);
+  EXPECT_TRUE(stopped["serving"].is_null()) << stopped.dump(2);
+  EXPECT_EQ(stopped["ranks"][0]["endpoint"], "") << "no stale endpoint after down: " << stopped.dump(2);
+  EXPECT_EQ(stopped["ranks"][0]["kv_tokens"], 0) << "no stale KV after down: " << stopped.dump(2);
   // Up right after down: the port's TIME_WAIT leftovers are not "in use" (nothing listens).
   auto up2 = test::run_sparkctl("up lane-demo --no-drop-caches --ready-timeout 300", env);
   EXPECT_EQ(up2.code, 0) << up2.out;
+  // logs shows the current run only (the log is appended across launches); --all-runs shows both.
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string header = "[local/rank-0] == sparkctl node launch rank-0";
+  EXPECT_EQ(count(test::run_sparkctl("logs --node local --bytes 1000000", env).out, header), 1u);
+  EXPECT_EQ(count(test::run_sparkctl("logs --node local --bytes 1000000 --all-runs", env).out, header), 2u);
   EXPECT_EQ(test::run_sparkctl("down", env).code, 0);
   kill_pidfiles(state);
   fs::remove_all(dir);
@@ -119,6 +188,19 @@ TEST(UpLocal, FailedWarmupMeansNeverReadyAndNothingLeftRunning) {
   auto spec = read_file(state + "/deploy/spec.json");
   ASSERT_TRUE(spec.ok());
   EXPECT_NE(spec->find("\"0.777\""), std::string::npos) << *spec;
+  // plan applies the stored choice exactly as up does, and says where it came from.
+  auto plan = test::run_sparkctl("--json plan " + lane, env, /*merge_stderr=*/false);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("gpu_memory_utilization 0.777 from"), std::string::npos) << plan.out;
+  {
+    json pj = json::parse(plan.out, nullptr, false);
+    ASSERT_TRUE(pj.is_object());
+    auto spec_j = json::parse(*spec);
+    auto pa = pj["ranks"][0]["argv"].get<std::vector<std::string>>();
+    auto sa = spec_j["ranks"][0]["argv"].get<std::vector<std::string>>();
+    EXPECT_EQ(std::vector<std::string>(pa.begin() + 3, pa.end()),
+              std::vector<std::string>(sa.begin() + 1, sa.end()));
+  }
   EXPECT_NE(up.out.find("warmup request 2 failed"), std::string::npos) << up.out;
   EXPECT_NE(up.out.find("[local/rank-0] fake serve: chat completion, max_tokens 6"), std::string::npos)
       << "the tail of the node's log is shown: " << up.out;

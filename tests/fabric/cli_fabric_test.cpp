@@ -55,6 +55,37 @@ TEST(FabricCli, EnvJsonAndNoGidExitsOne) {
       << bad.out;
 }
 
+// Issue 27: without RoCE, show and doctor answer in one line; the inventory gives the fabric IP.
+TEST(FabricCli, NoRdmaNicIsOneLineAndTheInventoryGivesTheFabricIp) {
+  FakeSysfs empty;
+  auto show = sparkctl({"fabric", "show", "--node", "vm", "--sysfs-root", empty.root()});
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_EQ(show.out, "vm: no RDMA NIC: TP across nodes would use Gloo/TCP\n");
+  auto doc = sparkctl({"fabric", "doctor", "--node", "vm", "--sysfs-root", empty.root(), "--skip", "nccl"});
+  EXPECT_EQ(doc.code, 0) << doc.out;
+  EXPECT_EQ(doc.out, "no RDMA NIC: TP across nodes would use Gloo/TCP\n");
+
+  auto a = spark_a();
+  const std::string inv = a.sysfs->root() + "/cluster.yaml";
+  std::ofstream(inv)
+      << "name: pair\ndefaults: {cache_dir: /var/cache/sparkctl}\nnodes:\n"
+         "  - {name: spark-a, role: head, ssh: {host: 10.0.0.1}, fabric: {interface: enp1s0f0np0, ip: "
+      << a.cidr
+      << "}}\n"
+         "  - {name: spark-b, role: worker, ssh: {host: 10.0.0.2}}\n";
+  auto r = sparkctl({"--cluster", inv, "fabric", "doctor", "--node", "spark-a", "--sysfs-root",
+                     a.sysfs->root(), "--addrs", write_addrs(a), "--skip", "nccl", "--skip", "mtu",
+                     "--nccl-ib-hca", "rocep1s0f0,roceP2p1s0f0"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("fabric IP " + a.cidr + ", interface enp1s0f0np0 from " + inv), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("index 3"), std::string::npos) << r.out;
+  auto nope =
+      sparkctl({"--cluster", inv, "fabric", "doctor", "--node", "spark-z", "--sysfs-root", a.sysfs->root()});
+  EXPECT_EQ(nope.code, 1) << nope.out;
+  EXPECT_NE(nope.out.find("node 'spark-z' is not in"), std::string::npos) << nope.out;
+}
+
 TEST(FabricCli, SetupDoctorAndBwServeInNetns) {
   NetnsPair pair;
   if (!pair.error.empty()) GTEST_SKIP() << pair.error;

@@ -74,6 +74,21 @@ TEST(FabricDoctorFake, DownHalfDriftAndLowMtuAreFindings) {
   EXPECT_NE(mtu->fix.find("sparkctl fabric setup --iface enp1s0f0np0 --mtu 9000"), std::string::npos);
 }
 
+// An MTU above the asked one carries the asked frames: not a failure (issue 27).
+TEST(FabricDoctorFake, MtuAboveTheAskedOneIsOk) {
+  auto a = spark_a();
+  a.net.links["enp1s0f0np0"].mtu = 9216;
+  auto req = request(a);
+  req.nccl_ib_hca = "=rocep1s0f0:1,roceP2p1s0f0:1";
+  auto r = run_doctor(req, a.net);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->ok) << dump(*r);
+  const Finding* mtu = find(*r, "mtu", true);
+  ASSERT_TRUE(mtu) << dump(*r);
+  EXPECT_EQ(mtu->message, "enp1s0f0np0 MTU 9216 (>= 9000 asked)");
+  EXPECT_TRUE(r->verdict.empty());
+}
+
 TEST(FabricDoctorFake, MissingIpAndNoGidAreFindingsWithFixes) {
   auto c = spark_c();
   c.net.addrs.clear();
@@ -104,6 +119,21 @@ TEST(FabricDoctorFake, LowRateAndBadRequests) {
   req.skip = {};
   req.peers = {"not-an-ip"};
   EXPECT_FALSE(run_doctor(req, a.net).ok());
+}
+
+// A node without any RDMA device: one verdict, no rdma findings to fail (issue 27).
+TEST(FabricDoctorFake, NoRdmaNicIsAVerdictNotAFailure) {
+  FakeSysfs empty;
+  StaticNetView net;
+  DoctorRequest req;
+  req.node = "vm";
+  req.sysfs_root = empty.root();
+  req.skip = {"nccl"};
+  auto r = run_doctor(req, net);
+  ASSERT_TRUE(r.ok()) << r.error().what();
+  EXPECT_TRUE(r->ok) << dump(*r);
+  EXPECT_EQ(r->verdict, "no RDMA NIC: TP across nodes would use Gloo/TCP");
+  EXPECT_TRUE(r->findings.empty()) << dump(*r);
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ TEST(Plan, LaneDemoOnTheLocalCluster) {
   EXPECT_TRUE(p->runnable());
   EXPECT_EQ(kinds(*p),
             (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::synth_model,
-                                   StepKind::launch_rank0, StepKind::wait_ready, StepKind::warmup}));
+                                   StepKind::memory_fit, StepKind::launch_rank0, StepKind::wait_ready,
+                                   StepKind::warmup}));
   EXPECT_TRUE(p->steps[1].skipped);
   const std::string model = "/st/cache/synth/qwen3-tiny-qwen3-seed1";
   ASSERT_EQ(p->steps[2].commands.size(), 1u);
@@ -106,12 +107,16 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   EXPECT_EQ(p->unhonoured.size(), 4u);
   EXPECT_EQ(kinds(*p),
             (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::stage_weights,
-                                   StepKind::launch_worker, StepKind::launch_rank0, StepKind::wait_ready,
-                                   StepKind::warmup}));
-  EXPECT_FALSE(p->steps[1].skipped);
-  EXPECT_EQ(p->steps[3].rank, 1);
-  EXPECT_EQ(p->steps[3].nodes, std::vector<std::string>{"spark-b"});
-  EXPECT_EQ(p->steps[4].nodes, std::vector<std::string>{"spark-a"});
+                                   StepKind::memory_fit, StepKind::launch_worker, StepKind::launch_rank0,
+                                   StepKind::wait_ready, StepKind::warmup}));
+  // `up` runs neither fabric setup nor staging: plan shows both as skipped with the verb that does it.
+  EXPECT_TRUE(p->steps[1].skipped);
+  EXPECT_NE(p->steps[1].skip_reason.find("sparkctl fabric setup"), std::string::npos);
+  EXPECT_TRUE(p->steps[2].skipped);
+  EXPECT_NE(p->steps[2].skip_reason.find("sparkctl stage lane-a"), std::string::npos);
+  EXPECT_EQ(p->steps[4].rank, 1);
+  EXPECT_EQ(p->steps[4].nodes, std::vector<std::string>{"spark-b"});
+  EXPECT_EQ(p->steps[5].nodes, std::vector<std::string>{"spark-a"});
   EXPECT_EQ(p->master, "10.10.10.1:29500");
   ASSERT_EQ(p->ranks.size(), 2u);
   const auto& w = p->ranks[1].process;
@@ -140,7 +145,7 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   EXPECT_EQ(get("CUDA_VISIBLE_DEVICES"), "0");
   EXPECT_EQ(get("NCCL_DEBUG"), "WARN");  // from the recipe
   auto j = to_json(*p);
-  EXPECT_EQ(j["steps"].size(), 7u);
+  EXPECT_EQ(j["steps"].size(), 8u);
   EXPECT_EQ(j["ranks"][1]["node"], "spark-b");
   EXPECT_FALSE(j["runnable"].get<bool>());
   EXPECT_NE(to_text(*p).find("not honoured by this build"), std::string::npos);
@@ -171,8 +176,8 @@ TEST(Plan, SeveralGpusPerNodeGetOneRankEach) {
   ASSERT_TRUE(p.ok()) << p.error().what();
   ASSERT_EQ(p->ranks.size(), 4u);
   EXPECT_EQ(p->ranks[3].local_gpu, 3);
-  EXPECT_EQ(kinds(*p)[3], StepKind::launch_worker);  // ranks 1..3 before rank 0
-  EXPECT_EQ(p->steps[6].kind, StepKind::launch_rank0);
+  EXPECT_EQ(kinds(*p)[4], StepKind::launch_worker);  // ranks 1..3 before rank 0
+  EXPECT_EQ(p->steps[7].kind, StepKind::launch_rank0);
   EXPECT_EQ(p->ranks[2].process.env.back(),
             (std::pair<std::string, std::string>{"CUDA_VISIBLE_DEVICES", "2"}));
 }
