@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/json_out.h"
 #include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "recipes/recipe_store.h"
@@ -27,7 +28,7 @@ int run_plan(Context& ctx, const PlanCliOptions& o) {
   }
   const Plan* plan = &lp->plan;
   if (ctx.global.json)
-    std::cout << to_json(*plan).dump(2) << "\n";
+    std::cout << json_text(to_json(*plan)) << "\n";
   else
     std::cout << to_text(*plan);
   return kExitOk;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "recipes/recipe_store.h"
 
@@ -76,7 +77,7 @@ int run_list(Context& ctx) {
           << std::setw(4) << r.tensor_parallel << std::setw(7) << r.nodes << s.origin << "\n";
   }
   if (ctx.global.json)
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
   else
     std::cout << table.str();
   return bad ? kExitFailed : kExitOk;
@@ -89,7 +90,7 @@ void print_flat(std::ostream& os, const nlohmann::json& j, const std::string& pr
     if (it->is_object() && !it->empty())
       print_flat(os, *it, key);
     else
-      os << key << ": " << (it->is_string() ? it->get<std::string>() : it->dump()) << "\n";
+      os << key << ": " << (it->is_string() ? it->get<std::string>() : json_text(*it, -1)) << "\n";
   }
 }
 
@@ -108,7 +109,7 @@ int run_show(Context& ctx, const RecipeOptions& o) {
   if (ctx.global.json) {
     nlohmann::json j = to_json(*l.recipe);
     j["diagnostics"] = diags_json(l.diagnostics);
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     print_flat(std::cout, to_json(*l.recipe), "");
     for (const auto& d : l.diagnostics) std::cout << "# " << d.str() << "\n";
@@ -130,10 +131,12 @@ int run_validate(Context& ctx, const RecipeOptions& o) {
   int notes = count(l.diagnostics, Severity::not_honoured);
   std::string file = src ? src->file : o.file;
   if (ctx.global.json) {
-    std::cout << nlohmann::json{{"file", file},          {"valid", errors == 0},
-                                {"errors", errors},      {"warnings", warnings},
-                                {"not_honoured", notes}, {"diagnostics", diags_json(l.diagnostics)}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"file", file},
+                                          {"valid", errors == 0},
+                                          {"errors", errors},
+                                          {"warnings", warnings},
+                                          {"not_honoured", notes},
+                                          {"diagnostics", diags_json(l.diagnostics)}})
               << "\n";
   } else {
     for (const auto& d : l.diagnostics) std::cout << d.str() << "\n";
