@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "kernels/base/fs.h"
 #include "orchestrator/bench/bench_report.h"
@@ -130,7 +131,7 @@ int run_bench_verb(Context& ctx, const BenchCliOptions& o) {
       bench::bench_title(recipe.name, rep->model, backend_name(recipe.backend), started));
   if (!files) return fail(files.error().what());
   if (ctx.global.json) {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << json_text(doc) << "\n";
   } else {
     std::cout << bench::to_text(*rep) << "\nwrote " << files->json_path << "\n      " << files->png_path
               << "\n";

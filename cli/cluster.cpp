@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "orchestrator/inventory.h"
 
@@ -20,7 +21,7 @@ int run_cluster_show(Context& ctx) {
   }
   const Cluster& c = *l.cluster;
   if (ctx.global.json) {
-    std::cout << to_json(c).dump(2) << "\n";
+    std::cout << json_text(to_json(c)) << "\n";
     return kExitOk;
   }
   std::cout << "cluster " << c.name << " (" << c.source << "), " << c.nodes.size() << " node(s)\n";

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "runtime/checkpoint/synth_model.h"
 
@@ -87,7 +88,7 @@ int run_synth_model(const SynthFlags& f, const Context& ctx) {
                                 {"weight_bytes", r->weight_bytes},
                                 {"seconds", r->seconds},
                                 {"mb_per_s", r->mb_per_s()}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     std::printf(
         "wrote %s: %s %s, vocab %d, %zu tensors in %zu shard(s), %.1f MB %s%s in %.2f s (%.0f MB/s)\n",

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "runtime/model_bench.h"
 
@@ -32,7 +33,7 @@ void setup_dev_bench_model(CLI::App& app, Context& ctx) {
     }
     const auto& j = *r;
     if (ctx.global.json) {
-      std::cout << j.dump(2) << "\n";
+      std::cout << json_text(j) << "\n";
       return;
     }
     std::printf("load: %.2f GB in %.2f s (%.2f GB/s)\n", j["weight_bytes"].get<double>() / 1e9,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "fabric/doctor.h"
 #include "fabric/fabric_env.h"
@@ -66,7 +67,7 @@ void opt_port(CLI::App* s, FabricOptions& o) {
   s->add_option("--bw-port", o.bw_port, "TCP port of the bandwidth test")->check(CLI::Range(1, 65535));
 }
 
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << "\n"; }
+void print_json(const nlohmann::json& j) { std::cout << json_text(j) << "\n"; }
 
 Result<std::unique_ptr<NetView>> net_view(const FabricOptions& o) {
   if (o.addrs_file.empty()) return kernel_net_view();

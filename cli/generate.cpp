@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "kernels/base/fs.h"
 #include "runtime/chat/chat_template.h"
@@ -205,7 +206,7 @@ Status run_generate(const GenerateFlags& f, Context& ctx) {
                         {"prompt_ids", prompt.ids},
                         {"last_logits", first_logits},
                         {"tokens", generated}};
-    SPK_TRY(write_file_atomic(f.dump_logits, d.dump() + "\n"));
+    SPK_TRY(write_file_atomic(f.dump_logits, json_text(d, -1) + "\n"));
   }
   if (ctx.global.json) {
     nlohmann::json out = {{"text", text},
@@ -215,7 +216,7 @@ Status run_generate(const GenerateFlags& f, Context& ctx) {
                           {"prefill_tok_s", prefill_tps},
                           {"decode_tok_s", decode_tps},
                           {"load_s", load_s}};
-    std::cout << out.dump() << "\n";
+    std::cout << json_text(out, -1) << "\n";
   }
   return ok_status();
 }

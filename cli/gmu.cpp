@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/json_out.h"
 #include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "orchestrator/gmu/gmu_bisect.h"
@@ -78,7 +79,7 @@ int run_gmu_bisect(Context& ctx, GmuCliOptions o) {
   auto rep = bisect_gmu(probe, b);
   if (!rep) return fail(rep.error().what());
   if (ctx.global.json)
-    std::cout << rep->to_json().dump(2) << "\n";
+    std::cout << json_text(rep->to_json()) << "\n";
   else
     std::cout << rep->to_table();
   if (o.write) {

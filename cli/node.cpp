@@ -8,6 +8,7 @@
 #include <iterator>
 #include <string>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "orchestrator/node/node_verbs.h"
 
@@ -38,7 +39,7 @@ void run_node(NodeVerb verb, Context& ctx) {
   std::string input;
   if (!::isatty(0)) input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   VerbOutput out = run_node_verb(verb, input, node_env_from_process(ctx.global.state_dir));
-  std::cout << out.body.dump() << "\n" << std::flush;
+  std::cout << json_text(out.body, -1) << "\n" << std::flush;
   ctx.exit_code = out.exit_code;
 }
 

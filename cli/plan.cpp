@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "orchestrator/deploy/memory_fit.h"
@@ -54,7 +55,7 @@ int run_plan(Context& ctx, const PlanCliOptions& o) {
       j["ok"] = false;  // one document: the refusal is in it, not in a second object
       j["error"] = o.lane + " does not fit in memory: `up` would refuse it (see memory_fit)";
     }
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     std::cout << to_text(*plan);
     if (!fit.ranks.empty()) std::cout << "\n  memory fit (runtime --dry-run-memory):\n" << fit.text(argv0);

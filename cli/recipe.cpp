@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/json_out.h"
 #include "cli/recipe_yaml.h"
 #include "cli/verbs.h"
 #include "kernels/base/fs.h"
@@ -130,7 +131,7 @@ int run_list(Context& ctx) {
           << std::setw(4) << r.tensor_parallel << std::setw(7) << r.nodes << s.origin << "\n";
   }
   if (ctx.global.json)
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
   else
     std::cout << table.str();
   return bad ? kExitFailed : kExitOk;
@@ -151,7 +152,7 @@ int run_show(Context& ctx, const RecipeOptions& o) {
   if (ctx.global.json) {
     nlohmann::json j = to_json(*l.recipe);
     j["diagnostics"] = diags_json(l.diagnostics);
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     // YAML that `recipe validate` accepts unchanged (save it, edit it, pass the path to up).
     std::cout << "# " << l.recipe->name << " resolved (defaults filled in) from " << l.recipe->source << "\n";
@@ -216,12 +217,15 @@ int run_validate(Context& ctx, const RecipeOptions& o) {
     nlohmann::json fit = nlohmann::json::array();
     for (const auto& f : run.fit.ranks)
       fit.push_back({{"rank", f.rank}, {"node", f.node}, {"status", f.status}, {"detail", f.detail}});
-    std::cout << nlohmann::json{{"file", file},          {"valid", errors == 0},
-                                {"errors", errors},      {"warnings", warnings},
-                                {"not_honoured", notes}, {"diagnostics", diags_json(l.diagnostics)},
-                                {"runnable", run.yes},   {"not_runnable_because", run.why},
-                                {"memory_fit", fit}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::json{{"file", file},
+                                          {"valid", errors == 0},
+                                          {"errors", errors},
+                                          {"warnings", warnings},
+                                          {"not_honoured", notes},
+                                          {"diagnostics", diags_json(l.diagnostics)},
+                                          {"runnable", run.yes},
+                                          {"not_runnable_because", run.why},
+                                          {"memory_fit", fit}})
               << "\n";
   } else {
     for (const auto& d : l.diagnostics) std::cout << d.str() << "\n";

@@ -17,6 +17,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "kernels/device_memory.h"
 #include "runtime/chat/chat_template.h"
@@ -58,6 +59,10 @@ struct ServeFlags {
   size_t max_body_mib = 4;
   int max_n = 16;
   uint64_t seed = 0;
+  double http_head_timeout_s = 5;      // a request head must arrive within this
+  double http_body_timeout_s = 10;     // a request body within this after its head
+  size_t http_max_connections = 4096;  // connections waiting for a request (oldest closed past it)
+  size_t http_max_queued = 1024;       // whole requests waiting for a handler thread (503 past it)
 };
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -191,7 +196,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   auto plan = rt::plan_memory(in);
   if (f.dry_run_memory) {
     nlohmann::json j = plan.ok() ? plan->to_json() : nlohmann::json{{"error", plan.error().what()}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
     return plan.ok() ? kExitOk : kExitFailed;
   }
   if (!plan.ok()) {
@@ -252,6 +257,10 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   hc.max_body_bytes = f.max_body_mib * kMiB;
   hc.max_n = f.max_n;
   hc.threads = std::min(1024, 2 * f.max_num_seqs + 16);
+  hc.head_timeout_ms = static_cast<int>(f.http_head_timeout_s * 1000);
+  hc.body_timeout_ms = static_cast<int>(f.http_body_timeout_s * 1000);
+  hc.max_connections = f.http_max_connections;
+  hc.max_queued = f.http_max_queued;
   rt::HttpServer server(hc, engine, *tok, *chat, metrics);
 
   if (Status st = server.bind(); !st.ok()) return fail(kExitFailed, st.error().what());
@@ -343,6 +352,18 @@ void setup_runtime(CLI::App& app, Context& ctx) {
       ->check(CLI::PositiveNumber);
   s->add_option("--max-n", f->max_n, "cap on a request's `n`")->check(CLI::PositiveNumber);
   s->add_option("--seed", f->seed, "base seed of requests that bring none");
+  s->add_option("--http-head-timeout", f->http_head_timeout_s,
+                "seconds a connection has to send a whole request head (408 after; idle ones are closed)")
+      ->check(CLI::Range(0.05, 3600.0));
+  s->add_option("--http-body-timeout", f->http_body_timeout_s,
+                "seconds a request body has to arrive after its head (408 after)")
+      ->check(CLI::Range(0.05, 3600.0));
+  s->add_option("--http-max-connections", f->http_max_connections,
+                "connections waiting for a request; past it the longest-waiting one is closed")
+      ->check(CLI::Range(16, 1000000));
+  s->add_option("--http-max-queued", f->http_max_queued,
+                "whole requests waiting for a handler thread; past it 503 with Retry-After")
+      ->check(CLI::Range(1, 1000000));
   s->callback([f, &ctx] { ctx.exit_code = run_serve(*f, ctx); });
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 
+#include "cli/json_out.h"
 #include "cli/lane_plan.h"
 #include "cli/verbs.h"
 #include "orchestrator/plan.h"
@@ -78,7 +79,7 @@ int run_stage(Context& ctx, StageCliOptions o) {
   auto rep = staging::stage_lane(recipe, *cluster, *plan, so);
   if (!rep) return fail(rep.error().what());
   if (ctx.global.json)
-    std::cout << rep->to_json().dump(2) << "\n";
+    std::cout << json_text(rep->to_json()) << "\n";
   else
     std::cout << rep->to_text();
   return rep->ok() ? kExitOk : kExitFailed;

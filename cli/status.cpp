@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "orchestrator/deploy/events.h"
 #include "orchestrator/deploy/lifecycle.h"
@@ -45,7 +46,7 @@ int run_status(Context& ctx) {
   auto spec = read_deploy_spec(ctx.global.state_dir);
   if (!state || !spec) {
     if (ctx.global.json)
-      std::cout << json{{"deployment", nullptr}, {"state_dir", ctx.global.state_dir}}.dump(2) << "\n";
+      std::cout << json_text(json{{"deployment", nullptr}, {"state_dir", ctx.global.state_dir}}) << "\n";
     else
       std::cout << "no deployment in " << ctx.global.state_dir << " (sparkctl up LANE)\n";
     return kExitFailed;
@@ -122,7 +123,7 @@ int run_status(Context& ctx) {
            {"events", events},
            {"ok", ok}};
     if (!ps_error.empty()) j["nodes_error"] = ps_error;
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
     return ok ? kExitOk : kExitFailed;
   }
   std::cout << state->lane << ": " << state->phase << " (fingerprint " << state->fingerprint << ")\n";

@@ -19,6 +19,7 @@ struct SuperviseCliOptions {
   int poll_ms = 2000;
   int health_timeout_ms = 5000;
   int hang_polls = 3;
+  int stall_after_ms = 60000;
   int backoff_base_ms = 10000;
   int backoff_cap_ms = 300000;
   int reset_after_ms = 600000;
@@ -33,7 +34,10 @@ void setup_supervise(CLI::App& app, Context& ctx) {
   s->group("");  // hidden from --help
   s->add_option("--poll-ms", o->poll_ms, "health poll period")->envname("SPARKCTL_SUPERVISE_POLL_MS");
   s->add_option("--health-timeout-ms", o->health_timeout_ms, "one /health poll's timeout");
-  s->add_option("--hang-polls", o->hang_polls, "failed /health polls in a row that count as a hang");
+  s->add_option("--hang-polls", o->hang_polls, "unanswered /health polls in a row that count as a hang");
+  s->add_option("--stall-after-ms", o->stall_after_ms,
+                "an engine with work that completes no step for this long is hung (from /health's progress)")
+      ->envname("SPARKCTL_STALL_AFTER_MS");
   s->add_option("--backoff-base-ms", o->backoff_base_ms, "first restart delay (doubles)")
       ->envname("SPARKCTL_RESTART_BACKOFF_MS");
   s->add_option("--backoff-cap-ms", o->backoff_cap_ms, "largest restart delay");
@@ -50,6 +54,7 @@ void setup_supervise(CLI::App& app, Context& ctx) {
     so.poll = std::chrono::milliseconds(o->poll_ms);
     so.health_timeout = std::chrono::milliseconds(o->health_timeout_ms);
     so.hang_polls = o->hang_polls;
+    so.stall_after = std::chrono::milliseconds(o->stall_after_ms);
     so.backoff = BackoffPolicy{std::chrono::milliseconds(o->backoff_base_ms),
                                std::chrono::milliseconds(o->backoff_cap_ms),
                                std::chrono::milliseconds(o->reset_after_ms), o->give_up};

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "orchestrator/deploy/events.h"
+#include "orchestrator/deploy/liveness.h"
 #include "orchestrator/deploy/rank_ops.h"
 #include "orchestrator/deploy/readiness.h"
 
@@ -53,7 +54,8 @@ int run_supervisor(const SupervisorOptions& opt, const std::atomic<bool>& stop) 
   if (!links) return 0;
   progress("supervise", "watching " + std::to_string(spec->ranks.size()) + " rank(s) of " + spec->lane);
   RestartBackoff backoff(opt.backoff);
-  int bad_health = 0;
+  LivenessJudge judge({opt.stall_after, opt.hang_polls});
+  int unreachable = 0;
   while (nap(opt.poll, stop)) {
     std::string reason, kind;
     auto ps = ps_all(*links, *spec);
@@ -75,17 +77,20 @@ int run_supervisor(const SupervisorOptions& opt, const std::atomic<bool>& stop) 
       }
     }
     if (reason.empty()) {
-      if (health_ok(*ep, opt.health_timeout)) {
-        bad_health = 0;
+      // Busy is not hung: the engine's own progress decides (liveness.h), not /health's latency.
+      const auto v = judge.judge(probe_health(*ep, opt.health_timeout));
+      if (v == LivenessJudge::Verdict::alive) {
+        unreachable = 0;
         backoff.on_healthy(std::chrono::steady_clock::now());
         continue;
       }
-      if (++bad_health < opt.hang_polls) continue;
-      reason = "rank 0's /health failed " + std::to_string(bad_health) + " polls in a row (hang)";
+      if (v == LivenessJudge::Verdict::suspect) continue;
+      reason = "rank 0 hung: " + judge.evidence();
       kind = "hang";
     }
-    if (kind == "unreachable" && ++bad_health < opt.hang_polls) continue;
-    bad_health = 0;
+    if (kind == "unreachable" && ++unreachable < opt.hang_polls) continue;
+    unreachable = 0;
+    judge.reset();
     progress("supervise", reason);
     append_event(dir, kind, reason);
     save(dir, [&](DeployState& s) {

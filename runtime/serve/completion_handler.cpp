@@ -1,8 +1,11 @@
 #include "runtime/serve/completion_handler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <regex>
 
 namespace spk::rt {
 
@@ -39,11 +42,34 @@ SamplingParams to_sampling(const GenerationParams& g) {
   p.repetition_penalty = g.repetition_penalty;
   p.presence_penalty = g.presence_penalty;
   p.frequency_penalty = g.frequency_penalty;
-  p.max_tokens = g.max_tokens;
+  p.max_tokens = static_cast<int>(g.max_tokens);  // start() checked it against max_model_len
   p.stop = g.stop;
   p.stop_token_ids = g.stop_token_ids;
   p.ignore_eos = g.ignore_eos;
   return p;
+}
+
+// a + b without overflow (both >= 0): what the client asked for in total, for the message.
+int64_t sat_add(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; }
+
+// The client's half of a chat-template error. The full error reads "<template file>:<line>: <problem>
+// (<fix>)"; the file is a path on this server, so the client gets only "line N: <problem>" (the whole
+// error goes to the server log).
+std::string template_problem(const Error& e) {
+  static const std::regex located(R"(^.*?:(\d+): ([\s\S]*)$)");
+  std::smatch m;
+  if (std::regex_match(e.message, m, located)) return "line " + m[1].str() + ": " + m[2].str();
+  const auto colon = e.message.find(": ");
+  return colon == std::string::npos ? std::string("the template raised an error")
+                                    : e.message.substr(colon + 2);
+}
+
+// Errors of the engine and the model as the client may see them: the fixed strings this code writes,
+// else a generic line (a backend's error text can hold paths and library internals; the log has it).
+std::string client_failure(const std::string& error) {
+  for (const char* known : {"aborted", "server shutting down", "sequence does not fit the KV cache"})
+    if (error == known) return error;
+  return "the model step failed (the server log has the detail)";
 }
 
 }  // namespace
@@ -85,7 +111,12 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat) {
     ctx["eos_token"] = chat.eos_token;
     if (!req_.tools.is_null()) ctx["tools"] = req_.tools;
     auto text = chat.chat_template->render(ctx);
-    if (!text.ok()) return api_error(400, "chat template failed: " + text.error().what(), "messages");
+    if (!text.ok()) {
+      spdlog::warn("chat template: {}", text.error().what());
+      const bool kwargs = text.error().message.find("clashes with a template global") != std::string::npos;
+      return api_error(400, "the chat template cannot render this request: " + template_problem(text.error()),
+                       kwargs ? "chat_template_kwargs" : "messages");
+    }
     ids = tok_->encode(*text, /*add_special_tokens=*/false);  // the template already wrote bos
   } else if (req_.prompt_is_ids) {
     ids = req_.prompt_ids;
@@ -108,18 +139,28 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat) {
                          " tokens (shorten it)",
                      prompt_param);
   auto& g = req_.gen;
-  if (req_.max_tokens_given && prompt_tokens_ + g.max_tokens > L)
+  // 64-bit, and compared as room left (L - prompt > 0 here), so no sum can wrap past the check.
+  const int64_t room = static_cast<int64_t>(L) - prompt_tokens_;
+  if (req_.max_tokens_given && g.max_tokens > room)
     return api_error(400,
                      "This model's maximum context length is " + std::to_string(L) +
-                         " tokens. However, you requested " + std::to_string(prompt_tokens_ + g.max_tokens) +
-                         " tokens (" + std::to_string(prompt_tokens_) + " in the prompt, " +
-                         std::to_string(g.max_tokens) + " in the completion); lower max_tokens",
-                     "max_tokens");
-  if (!req_.max_tokens_given)
-    g.max_tokens = req_.chat ? L - prompt_tokens_ : std::min(16, L - prompt_tokens_);
+                         " tokens. However, you requested " +
+                         std::to_string(sat_add(prompt_tokens_, g.max_tokens)) + " tokens (" +
+                         std::to_string(prompt_tokens_) + " in the " + prompt_param + ", " +
+                         std::to_string(g.max_tokens) + " in the completion); lower " + req_.max_tokens_param,
+                     req_.max_tokens_param);
+  if (!req_.max_tokens_given) g.max_tokens = req_.chat ? room : std::min<int64_t>(16, room);
+  for (const auto& [id, bias] : req_.logit_bias)
+    if (static_cast<uint64_t>(id) >= tok_->vocab_size())
+      return api_error(400,
+                       "logit_bias token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                           std::to_string(tok_->vocab_size()) + ")",
+                       "logit_bias");
+  if (!req_.logit_bias.empty())
+    return api_error(400, "'logit_bias' is not supported by this server (send {} or omit it)", "logit_bias");
 
   SamplingParams sp = to_sampling(g);
-  if (Status st = validate(sp); !st.ok()) return api_error(400, st.error().what());
+  if (Status st = validate(sp); !st.ok()) return api_error(400, st.error().message);
 
   choices_.resize(static_cast<size_t>(req_.n));
   for (int i = 0; i < req_.n; ++i) {
@@ -203,7 +244,9 @@ std::string Generation::take_stream_events() {
     bool finishing = c.done && !c.finish_sent;
     if (c.pending.text.empty() && c.pending.token_texts.empty() && !finishing && c.role_sent) continue;
     if (!c.error.empty() && finishing) {
-      ev += sse_event(api_error(500, "generation failed: " + c.error, {}, "internal_error").body());
+      spdlog::warn("generation {} choice {}: {}", id_, c.index, c.error);
+      ev += sse_event(
+          api_error(500, "generation failed: " + client_failure(c.error), {}, "internal_error").body());
       c.finish_sent = true;
       continue;
     }
@@ -233,7 +276,10 @@ std::variant<nlohmann::json, ApiError> Generation::response() const {
   std::vector<Choice> out;
   Usage u{prompt_tokens_, 0};
   for (const auto& c : choices_) {
-    if (!c.error.empty()) return api_error(500, "generation failed: " + c.error, {}, "internal_error");
+    if (!c.error.empty()) {
+      spdlog::warn("generation {} choice {}: {}", id_, c.index, c.error);
+      return api_error(500, "generation failed: " + client_failure(c.error), {}, "internal_error");
+    }
     Choice ch;
     ch.index = c.index;
     ch.text = c.full_text;

@@ -86,9 +86,11 @@ Result<Submitted> Engine::submit(SubmitRequest req) {
         "shorten the prompt or raise --max-model-len");
   // The whole sequence must fit the pool, else it could never finish even alone (planner guarantees
   // kv_tokens >= max_model_len; this guards direct users).
-  if (blocks_.blocks_for(std::min(cfg_.max_model_len, n + req.params.max_tokens)) > blocks_.num_blocks())
-    return make_error("sequence of up to " + std::to_string(n + req.params.max_tokens) +
-                          " tokens does not fit the KV pool of " + std::to_string(kv_tokens()) + " tokens",
+  const int64_t upto = static_cast<int64_t>(n) + std::max(0, req.params.max_tokens);  // no int overflow
+  if (blocks_.blocks_for(static_cast<int>(std::min<int64_t>(cfg_.max_model_len, upto))) >
+      blocks_.num_blocks())
+    return make_error("sequence of up to " + std::to_string(upto) + " tokens does not fit the KV pool of " +
+                          std::to_string(kv_tokens()) + " tokens",
                       "lower max_tokens");
   std::lock_guard l(mu_);
   if (stop_) return make_error("server is shutting down", "", true);
@@ -151,15 +153,39 @@ void Engine::finish(uint64_t id, FinishReason why, const std::string& error) {
   live_.erase(it);
 }
 
+void Engine::beat() { beat_ns_ = Clock::now().time_since_epoch().count(); }
+
+EngineProgress Engine::progress() const {
+  EngineProgress p;
+  p.steps = steps_.load();
+  p.idle = idle_.load();
+  if (!p.idle) {
+    const int64_t age = Clock::now().time_since_epoch().count() - beat_ns_.load();
+    p.stalled_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::duration(age)).count();
+  }
+  return p;
+}
+
 void Engine::loop() {
+  beat();
   while (true) {
     {
       std::unique_lock l(mu_);
-      cv_.wait(l, [&] { return stop_ || !inbox_.empty() || !aborts_.empty() || !sched_.idle(); });
+      auto has_work = [&] { return stop_ || !inbox_.empty() || !aborts_.empty() || !sched_.idle(); };
+      if (!has_work()) {
+        idle_ = true;
+        cv_.wait(l, has_work);
+      }
+      beat();
+      idle_ = false;
       if (stop_) return;
       drain_inbox();
     }
-    if (!sched_.idle()) step();
+    if (!sched_.idle()) {
+      step();
+      ++steps_;
+    }
+    beat();
     std::lock_guard l(mu_);
     gauges_.kv_usage = blocks_.usage();
     gauges_.running = static_cast<int>(sched_.num_running());

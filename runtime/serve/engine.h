@@ -6,6 +6,7 @@
 // each row independently, so greedy outputs equal single-request outputs.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -60,6 +61,13 @@ class SeqChannel {
   bool news_ = false;
 };
 
+// The engine's own progress signal (for /health and the supervisor's liveness check): busy is not hung.
+struct EngineProgress {
+  uint64_t steps = 0;      // forward steps completed since start
+  bool idle = true;        // no sequence to run: waiting for requests
+  int64_t stalled_ms = 0;  // with work to do: time since the loop last completed a turn (0 when idle)
+};
+
 struct SubmitRequest {
   std::vector<int32_t> prompt;
   SamplingParams params;  // params.max_tokens already clamped to max_model_len - prompt
@@ -87,6 +95,7 @@ class Engine {
   void abort(uint64_t id);
 
   [[nodiscard]] Gauges gauges() const;
+  [[nodiscard]] EngineProgress progress() const;
   [[nodiscard]] const EngineConfig& config() const { return cfg_; }
   [[nodiscard]] int kv_tokens() const { return blocks_.num_blocks() * blocks_.block_size(); }
 
@@ -101,6 +110,7 @@ class Engine {
   };
 
   void loop();
+  void beat();
   void drain_inbox();  // engine thread, under mu_
   void finish(uint64_t id, FinishReason why, const std::string& error = {});
   void step();
@@ -121,6 +131,9 @@ class Engine {
   uint64_t next_id_ = 1;
   bool stop_ = false;
   Gauges gauges_;  // refreshed by the engine thread each step
+  std::atomic<uint64_t> steps_{0};
+  std::atomic<int64_t> beat_ns_{0};  // steady clock of the loop's last turn
+  std::atomic<bool> idle_{true};
   std::thread thread_;
 };
 

@@ -1,8 +1,13 @@
-// The OpenAI-compatible HTTP front (cpp-httplib): /health, /v1/models, /v1/completions,
-// /v1/chat/completions (SSE streaming with [DONE]), /metrics. Every route but /health needs
-// "Authorization: Bearer <key>". Every failure is an OpenAI-style JSON error with status
-// 400/401/404/413/429 (500 only for bugs), never a crash. Handler threads wait on their sequences'
-// channels; a streaming client that goes away aborts its sequences (blocks freed on the next step).
+// The OpenAI-compatible HTTP server: /health, /v1/models, /v1/completions, /v1/chat/completions (SSE
+// streaming with [DONE]), /metrics. Every route but /health needs "Authorization: Bearer <key>". Every
+// failure is an OpenAI-style JSON error (400/401/404/405/408/411/413/417/429/431/503; 500 only for bugs)
+// that names the request field and the problem and never a path on the server; never a crash.
+//
+// Connections live in the front (http_front.h: one epoll thread, caps and deadlines while reading,
+// /health, /metrics, /v1/models and every refusal answered there, so queued generations cannot block
+// them); only whole, authenticated generation requests reach a handler thread, which runs cpp-httplib's
+// parser, router and writer on the buffered request. Handler threads wait on their sequences' channels;
+// a client that goes away aborts its sequences (blocks freed on the next step).
 #pragma once
 
 #include <cstdint>
@@ -12,11 +17,12 @@
 #include "kernels/base/status.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/serve/engine.h"
+#include "runtime/serve/http_front.h"
 #include "runtime/serve/metrics.h"
 #include "runtime/tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
+namespace spk::rt {
+class FrontedServer;  // cpp-httplib's Server, fed by the front (http_server.cpp)
 }
 
 namespace spk::rt {
@@ -30,6 +36,12 @@ struct HttpConfig {
   int max_n = 16;                    // "n" cap: 400 above it
   int threads = 64;                  // handler threads (each open stream holds one)
   int keepalive_ms = 1000;           // SSE comment after this much silence (detects gone clients)
+  // The front's caps and clocks (http_front.h: FrontConfig).
+  size_t max_head_bytes = 32u << 10;
+  int head_timeout_ms = 5000;
+  int body_timeout_ms = 10000;
+  size_t max_connections = 4096;
+  size_t max_queued = 1024;
 };
 
 class HttpServer {
@@ -44,16 +56,19 @@ class HttpServer {
   // Serves until stop(). Blocks.
   void run();
   void stop();
+  [[nodiscard]] FrontStats front_stats() const;
 
  private:
   void routes();
+  Verdict classify(const RequestHead& h);
 
   HttpConfig cfg_;
   Engine& engine_;
   std::shared_ptr<const Tokenizer> tok_;
   ChatConfig chat_;
   Metrics& metrics_;
-  std::unique_ptr<httplib::Server> svr_;
+  std::unique_ptr<FrontedServer> svr_;
+  std::unique_ptr<ConnectionFront> front_;
   int bound_port_ = 0;
   int64_t created_ = 0;
 };

@@ -33,6 +33,20 @@ int json_depth(std::string_view s) {
   return max_depth;
 }
 
+// A JSON integer as int64: false for non-integers and for unsigned values above 2^63-1 (which
+// get<int64_t>() would wrap to negatives: top_k 18446744073709551615 must not read as -1).
+bool to_int64(const json& v, int64_t& out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return false;
+    out = static_cast<int64_t>(u);
+    return true;
+  }
+  if (!v.is_number_integer()) return false;
+  out = v.get<int64_t>();
+  return true;
+}
+
 // Field readers: absent or null leaves `out` untouched; a wrong type or range sets `err`.
 struct Reader {
   const json& j;
@@ -44,7 +58,7 @@ struct Reader {
     if (it == j.end() || it->is_null()) return nullptr;
     return &*it;
   }
-  void fail(const char* key, const std::string& why) {
+  void fail(const char* key, const std::string& why) {  // the first failure wins
     if (!err) err = api_error(400, std::string("'") + key + "' " + why, key);
   }
   bool boolean(const char* key, bool& out) {
@@ -64,12 +78,20 @@ struct Reader {
     out = static_cast<float>(d);
     return true;
   }
-  bool integer(const char* key, int& out, int64_t lo, int64_t hi, const char* range) {
+  bool integer64(const char* key, int64_t& out, int64_t lo, int64_t hi, const std::string& range) {
     const json* v = get(key);
     if (!v) return false;
     if (!v->is_number_integer()) return fail(key, "must be an integer, got " + v->dump()), false;
-    int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi) return fail(key, "is " + std::to_string(x) + ", must be " + range), false;
+    int64_t x = 0;
+    if (!to_int64(*v, x) || x < lo || x > hi)
+      return fail(key, "is " + v->dump() + ", must be " + range), false;
+    out = x;
+    return true;
+  }
+  bool integer(const char* key, int& out, int64_t lo, int64_t hi, const std::string& range) {
+    int64_t x = 0;
+    if (!integer64(key, x, std::max<int64_t>(lo, INT32_MIN), std::min<int64_t>(hi, INT32_MAX), range))
+      return false;
     out = static_cast<int>(x);
     return true;
   }
@@ -84,9 +106,10 @@ struct Reader {
     if (!v) return;
     if (!v->is_array()) return fail(key, "must be an array of token ids");
     for (const auto& e : *v) {
-      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX)
-        return fail(key, "must hold non-negative integer token ids, got " + e.dump());
-      out.push_back(static_cast<int32_t>(e.get<int64_t>()));
+      int64_t id = -1;
+      if (!to_int64(e, id) || id < 0 || id > INT32_MAX)
+        return fail(key, "must hold token ids in [0, 2147483647], got " + e.dump());
+      out.push_back(static_cast<int32_t>(id));
     }
   }
 };
@@ -105,7 +128,7 @@ void parse_common(Reader& r, ApiRequest& q, const ProtocolLimits& lim) {
         q.include_usage = it->get<bool>();
     }
   }
-  r.integer("n", q.n, 1, lim.max_n, ("between 1 and " + std::to_string(lim.max_n)).c_str());
+  r.integer("n", q.n, 1, lim.max_n, "between 1 and " + std::to_string(lim.max_n));
   r.number("temperature", g.temperature, 0.0, 2.0, "[0, 2]");
   r.number("top_p", g.top_p, 1e-9, 1.0, "(0, 1]");
   if (r.integer("top_k", g.top_k, -1, INT32_MAX, ">= -1 (-1 or 0 = off)") && g.top_k < 0) g.top_k = 0;
@@ -113,15 +136,33 @@ void parse_common(Reader& r, ApiRequest& q, const ProtocolLimits& lim) {
   r.number("presence_penalty", g.presence_penalty, -2.0, 2.0, "[-2, 2]");
   r.number("frequency_penalty", g.frequency_penalty, -2.0, 2.0, "[-2, 2]");
   r.number("repetition_penalty", g.repetition_penalty, 1e-6, 1e6, "> 0");
-  if (const json* s = r.get("seed")) {
-    if (!s->is_number_integer())
-      r.fail("seed", "must be an integer");
-    else
-      g.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
-  }
-  // max_completion_tokens (new name) wins over max_tokens (old name) when both are given.
+  // vLLM's range for seed: a signed 64-bit integer.
+  int64_t seed = 0;
+  if (r.integer64("seed", seed, INT64_MIN, INT64_MAX,
+                  "an integer between -9223372036854775808 and 9223372036854775807"))
+    g.seed = static_cast<uint64_t>(seed);
+  // max_completion_tokens (new name) wins over max_tokens (old name) when both are given. Any value
+  // up to 2^63-1 is read; the context check (completion_handler) refuses what does not fit.
   for (const char* key : {"max_tokens", "max_completion_tokens"})
-    if (r.integer(key, g.max_tokens, 1, INT32_MAX, ">= 1")) q.max_tokens_given = true;
+    if (r.integer64(key, g.max_tokens, 1, INT64_MAX, "an integer >= 1")) {
+      q.max_tokens_given = true;
+      q.max_tokens_param = key;
+    }
+  if (const json* lb = r.get("logit_bias")) {
+    if (!lb->is_object()) return r.fail("logit_bias", "must be an object mapping token ids to biases");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& k = it.key();
+      int64_t id = -1;
+      bool digits = !k.empty() && k.size() <= 18 && k.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) id = std::stoll(k);
+      if (!digits || id > INT32_MAX)
+        return r.fail("logit_bias", "key '" + k.substr(0, 32) + "' is not a token id in [0, 2147483647]");
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < -100.0 ||
+          it->get<double>() > 100.0)
+        return r.fail("logit_bias", "bias of token " + k + " is " + it->dump() + ", must be in [-100, 100]");
+      q.logit_bias.emplace_back(id, static_cast<float>(it->get<double>()));
+    }
+  }
   if (const json* s = r.get("stop")) {
     if (s->is_string()) {
       g.stop.push_back(s->get<std::string>());
@@ -202,7 +243,7 @@ std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool cha
     r.boolean("add_generation_prompt", q.add_generation_prompt);
     r.boolean("logprobs", q.logprobs);
     r.integer("top_logprobs", q.top_logprobs, 0, lim.max_top_logprobs,
-              ("between 0 and " + std::to_string(lim.max_top_logprobs)).c_str());
+              "between 0 and " + std::to_string(lim.max_top_logprobs));
   } else {
     const json* p = r.get("prompt");
     if (!p) return api_error(400, "'prompt' is required", "prompt");
@@ -220,12 +261,24 @@ std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool cha
     }
     int lp = -1;
     if (r.integer("logprobs", lp, 0, lim.max_top_logprobs,
-                  ("between 0 and " + std::to_string(lim.max_top_logprobs)).c_str())) {
+                  "between 0 and " + std::to_string(lim.max_top_logprobs))) {
       q.logprobs = true;
       q.top_logprobs = lp;
     }
     r.boolean("echo", q.echo);
     if (q.echo) return api_error(400, "'echo' is not supported by this server", "echo");
+    // best_of >= n (OpenAI); only best_of == n is built (no server-side ranking of extra samples).
+    int best_of = q.n;
+    if (r.integer("best_of", best_of, 1, lim.max_n, "between 1 and " + std::to_string(lim.max_n)) && !r.err) {
+      if (best_of < q.n)
+        return api_error(
+            400, "'best_of' is " + std::to_string(best_of) + ", must be >= n (" + std::to_string(q.n) + ")",
+            "best_of");
+      if (best_of > q.n)
+        return api_error(400,
+                         "'best_of' above n is not supported by this server (send best_of = n or omit it)",
+                         "best_of");
+    }
   }
   if (r.err) return *r.err;
   return q;

@@ -37,7 +37,7 @@ struct GenerationParams {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int max_tokens = 16;
+  int64_t max_tokens = 16;  // as sent (up to 2^63-1): checked against the context in 64-bit arithmetic
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
@@ -65,6 +65,10 @@ struct ApiRequest {
   int top_logprobs = 0;
   bool echo = false;
   bool max_tokens_given = false;  // else chat runs up to max_model_len, completions default to 16
+  std::string max_tokens_param = "max_tokens";  // the key it came in (max_completion_tokens wins)
+  // logit_bias as sent: token id -> bias in [-100, 100]. Ids are checked against the vocabulary when
+  // the request starts; a non-empty map is then refused (the sampler does not apply biases).
+  std::vector<std::pair<int64_t, float>> logit_bias;
   GenerationParams gen;
 };
 
@@ -74,7 +78,10 @@ struct ProtocolLimits {
   int max_top_logprobs = 0;  // top-k alternatives are not built: only the chosen token's logprob
 };
 
-// Parses and validates a request body. `chat` selects the route's schema.
+// Parses and validates a request body. `chat` selects the route's schema. Every count (n, max_tokens,
+// max_completion_tokens, top_logprobs, logprobs, best_of, seed, token ids, logit_bias ids) is read as a
+// 64-bit integer and range-checked there: a value past 2^31 or 2^63 gets the same 400 as any other
+// out-of-range value, never a wrapped one.
 std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool chat, const ProtocolLimits& lim);
 
 // One finished (or streamed) choice.

@@ -7,6 +7,7 @@
 #include "orchestrator/deploy/backoff.h"
 #include "orchestrator/deploy/deploy_state.h"
 #include "orchestrator/deploy/fingerprint.h"
+#include "orchestrator/deploy/liveness.h"
 
 namespace spk {
 namespace {
@@ -80,6 +81,52 @@ TEST(Backoff, DoublesToCapResetsAndGivesUp) {
   r.on_healthy(t);
   EXPECT_EQ(*r.on_failure(t + 600s), 10s) << "10 min healthy resets the backoff";
   EXPECT_EQ(r.total_restarts(), 3);
+}
+
+// Issue 28: busy is not hung. A slow but answered /health with steps advancing is alive however long
+// it took; an engine that reports no step past stall_after is hung at once; no answer is hung only after
+// hang_polls polls in a row. Each hung verdict names the figures it rests on.
+TEST(Liveness, TellsBusyFromHung) {
+  LivenessJudge j({60s, 3});
+  HealthProbe busy;
+  busy.answered = true;
+  busy.status = 200;
+  busy.has_engine = true;
+  busy.idle = false;
+  busy.running = 4;
+  busy.waiting = 60;
+  busy.latency_s = 4.9;  // slow under load: not a failure
+  for (int i = 0; i < 10; ++i) {
+    busy.steps = 1000 + static_cast<uint64_t>(i) * 50;
+    busy.stalled_ms = 30;
+    EXPECT_EQ(j.judge(busy), LivenessJudge::Verdict::alive);
+  }
+  HealthProbe none;
+  none.error = "Connection timed out after 5000 ms";
+  EXPECT_EQ(j.judge(none), LivenessJudge::Verdict::suspect);
+  EXPECT_EQ(j.judge(none), LivenessJudge::Verdict::suspect);
+  EXPECT_EQ(j.judge(busy), LivenessJudge::Verdict::alive);  // answered again: the count starts over
+  EXPECT_EQ(j.judge(none), LivenessJudge::Verdict::suspect);
+  EXPECT_EQ(j.judge(none), LivenessJudge::Verdict::suspect);
+  EXPECT_EQ(j.judge(none), LivenessJudge::Verdict::hung);
+  EXPECT_NE(j.evidence().find("not answered 3 poll(s)"), std::string::npos) << j.evidence();
+  EXPECT_NE(j.evidence().find("last answer: 1450 steps, busy"), std::string::npos) << j.evidence();
+
+  j.reset();
+  HealthProbe stuck = busy;
+  stuck.stalled_ms = 75000;
+  stuck.latency_s = 0.002;
+  EXPECT_EQ(j.judge(stuck), LivenessJudge::Verdict::hung);
+  EXPECT_NE(j.evidence().find("no step completed for 75.0 s"), std::string::npos) << j.evidence();
+  EXPECT_NE(j.evidence().find("4 running, 60 waiting"), std::string::npos) << j.evidence();
+  // Idle engines never stall; stand-ins without progress fields are judged by the answer alone.
+  HealthProbe idle = stuck;
+  idle.idle = true;
+  EXPECT_EQ(j.judge(idle), LivenessJudge::Verdict::alive);
+  HealthProbe bare;
+  bare.answered = true;
+  bare.status = 200;
+  EXPECT_EQ(j.judge(bare), LivenessJudge::Verdict::alive);
 }
 
 }  // namespace

@@ -8,11 +8,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "tests/serve/fakes.h"
@@ -41,8 +44,9 @@ class ServerFixture : public ::testing::Test {
     hc.max_body_bytes = 64 * 1024;
     hc.max_n = 4;
     hc.keepalive_ms = 200;
+    tune(hc);
     server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           testing::line_chat_config(), metrics_);
+                                           chat_config(), metrics_);
     ASSERT_TRUE(server_->bind().ok());
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -51,6 +55,8 @@ class ServerFixture : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
     engine_->stop();
   }
+  virtual void tune(HttpConfig&) {}
+  virtual ChatConfig chat_config() { return testing::line_chat_config(); }
   httplib::Client client(const std::string& key = kKey) {
     httplib::Client c("127.0.0.1", server_->port());
     c.set_read_timeout(30, 0);
@@ -305,6 +311,418 @@ TEST_F(ServerFixture, OfficialOpenAiClient) {
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("ok: all checks passed"), std::string::npos) << out;
   std::printf("%s", out.c_str());
+}
+
+// ---- issue 29: hostile requests ----
+
+TEST_F(ServerFixture, EveryCountIsCheckedIn64Bits) {
+  // max_tokens 2^31-1 used to wrap past the context check (prompt + max_tokens in int) and run to
+  // max_model_len; every size now gets the same context-length 400 naming the field it came in.
+  for (const char* v : {"2147483647", "2147483648", "4294967297", "9223372036854775807"}) {
+    auto j = post(
+        "/v1/chat/completions",
+        std::string(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"max_tokens":)") + v + "}",
+        400);
+    EXPECT_EQ(j["error"]["param"], "max_tokens") << v;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("maximum context length is 512"),
+              std::string::npos)
+        << j.dump();
+  }
+  auto mct = post(
+      "/v1/chat/completions",
+      R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"max_completion_tokens":2147483647})",
+      400);
+  EXPECT_EQ(mct["error"]["param"], "max_completion_tokens");
+  EXPECT_NE(mct["error"]["message"].get<std::string>().find("maximum context length"), std::string::npos);
+  // Past int64: still a 400 naming the field (never a wrapped value).
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {R"({"model":"tiny","prompt":"a","max_tokens":9223372036854775808})", "max_tokens"},
+      {R"({"model":"tiny","prompt":"a","max_tokens":18446744073709551615})", "max_tokens"},
+      {R"({"model":"tiny","prompt":"a","n":4294967297})", "n"},
+      {R"({"model":"tiny","prompt":"a","n":18446744073709551615})", "n"},
+      {R"({"model":"tiny","prompt":"a","logprobs":4294967296})", "logprobs"},
+      {R"({"model":"tiny","prompt":"a","best_of":4294967297})", "best_of"},
+      {R"({"model":"tiny","prompt":"a","best_of":2})", "best_of"},
+      {R"({"model":"tiny","prompt":"a","n":2,"best_of":1})", "best_of"},
+      {R"({"model":"tiny","prompt":"a","seed":18446744073709551615})", "seed"},
+      {R"({"model":"tiny","prompt":"a","top_k":18446744073709551615})", "top_k"},
+      {R"({"model":"tiny","prompt":[4294967296]})", "prompt"},
+      {R"({"model":"tiny","prompt":[18446744073709551615]})", "prompt"},
+      {R"({"model":"tiny","prompt":[300]})", "prompt"},
+      {R"({"model":"tiny","prompt":"a","stop_token_ids":[4294967296]})", "stop_token_ids"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"4294967296":1}})", "logit_bias"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"99999999999999999999999":1}})", "logit_bias"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"-1":1}})", "logit_bias"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"300":1}})", "logit_bias"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"65":1000}})", "logit_bias"},
+      {R"({"model":"tiny","prompt":"a","logit_bias":{"65":5}})", "logit_bias"},
+      {R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"top_logprobs":4294967296})",
+       "top_logprobs"},
+  };
+  for (const auto& c : cases) {
+    const bool chat = std::string(c.body).find("messages") != std::string::npos;
+    auto j = post(chat ? "/v1/chat/completions" : "/v1/completions", c.body, 400);
+    EXPECT_EQ(j["error"]["param"], c.param) << c.body << " -> " << j.dump();
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << c.body;
+  }
+  // In range: accepted as before.
+  post("/v1/completions",
+       R"({"model":"tiny","prompt":"a","max_tokens":2,"seed":-1,"best_of":1,"logit_bias":{}})", 200);
+  post("/v1/completions", R"({"model":"tiny","prompt":"a","max_tokens":2,"seed":9223372036854775807})", 200);
+  expect_alive();
+}
+
+// A template compiled under a server-side path name, failing on every render.
+class FailingTemplateFixture : public ServerFixture {
+ protected:
+  ChatConfig chat_config() override {
+    auto t = ChatTemplate::parse("{{ raise_exception('roles must alternate, got ' + messages[0].role) }}",
+                                 "/srv/secret-models/qwen/tokenizer_config.json");
+    EXPECT_TRUE(t.ok());
+    return ChatConfig{t.ok() ? *t : nullptr, "<bos>", "<eos>"};
+  }
+};
+
+TEST_F(FailingTemplateFixture, TemplateErrorsNameTheFieldNeverAServerPath) {
+  auto j =
+      post("/v1/chat/completions", R"({"model":"tiny","messages":[{"role":"robot","content":"x"}]})", 400);
+  const std::string body = j.dump();
+  EXPECT_EQ(j["error"]["param"], "messages") << body;
+  EXPECT_EQ(body.find("/srv"), std::string::npos) << body;
+  EXPECT_EQ(body.find("tokenizer_config.json"), std::string::npos) << body;
+  EXPECT_NE(body.find("roles must alternate, got robot"), std::string::npos) << body;
+  expect_alive();
+}
+
+// ---- issue 28/29: the connection front ----
+
+// A raw loopback connection to the server, for requests no HTTP client would send.
+struct Raw {
+  int fd = -1;
+  explicit Raw(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~Raw() {
+    if (fd >= 0) ::close(fd);
+  }
+  bool send_all(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // Everything until the server closes, or `timeout`.
+  std::string read_all(std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+};
+
+int status_of(const std::string& resp) {
+  return resp.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(resp.c_str() + 9) : -1;
+}
+json body_of(const std::string& resp) {
+  const auto p = resp.find("\r\n\r\n");
+  return p == std::string::npos ? json() : json::parse(resp.substr(p + 4), nullptr, false);
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class FrontFixture : public ServerFixture {
+ protected:
+  void tune(HttpConfig& hc) override {
+    hc.head_timeout_ms = 600;
+    hc.body_timeout_ms = 600;
+    hc.threads = 24;  // lane-demo: 2 * max_num_seqs(4) + 16
+  }
+};
+
+TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
+  const std::string auth = std::string("Authorization: Bearer ") + kKey + "\r\n";
+  struct Case {
+    std::string request;
+    int status;
+    double max_s;  // answered within
+  };
+  const std::string chat = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"max_tokens":1})";
+  const Case cases[] = {
+      {"PATCH /health HTTP/1.1\r\nHost: x\r\n\r\n", 405, 0.3},
+      {"PATCH /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", 405, 0.3},
+      {"DELETE /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 405, 0.3},
+      {"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 405, 0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", 411, 0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Expect: teapot\r\nContent-Length: 5\r\n\r\n",
+       417, 0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 99999999999\r\n\r\n",
+       413, 0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+       400, 0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: gzip\r\n\r\n", 501,
+       0.3},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 401, 0.3},
+      {"BREW /health HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n", 400, 0.3},
+      {"GET /health HTTP/2.0\r\n\r\n", 400, 0.3},
+      // A lying Content-Length: 100 announced, 10 sent -> 408 after the body timeout (0.6 s).
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 100\r\n\r\n0123456789",
+       408, 1.5},
+      // Expect: 100-continue and then no body: 100 Continue, then 408.
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Expect: 100-continue\r\nContent-Length: 20\r\n\r\n",
+       100, 1.5},
+      // Half a head, then silence: 408 after the head timeout.
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", 408, 1.5},
+  };
+  for (const auto& c : cases) {
+    Raw r(server_->port());
+    ASSERT_GE(r.fd, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(r.send_all(c.request));
+    const std::string resp = r.read_all();
+    const double took = seconds_since(t0);
+    EXPECT_EQ(status_of(resp), c.status) << c.request << "\n-> " << resp;
+    EXPECT_LT(took, c.max_s) << c.request;
+    if (c.status == 100) {
+      EXPECT_NE(resp.find("HTTP/1.1 408"), std::string::npos) << resp;
+      continue;
+    }
+    auto j = body_of(resp);
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << resp;  // the OpenAI error shape
+    EXPECT_TRUE(j["error"]["message"].is_string()) << resp;
+    EXPECT_TRUE(j["error"].contains("type") && j["error"].contains("param") && j["error"].contains("code"))
+        << resp;
+    if (c.status == 405) EXPECT_NE(resp.find("Allow: "), std::string::npos) << resp;
+  }
+  // A chunked body within the cap is decoded and served; Expect: 100-continue with its body works.
+  {
+    Raw r(server_->port());
+    std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+                      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    for (size_t i = 0; i < chat.size(); i += 7) {
+      const std::string part = chat.substr(i, 7);
+      char sz[16];
+      std::snprintf(sz, sizeof sz, "%zx", part.size());
+      req += std::string(sz) + "\r\n" + part + "\r\n";
+    }
+    req += "0\r\n\r\n";
+    ASSERT_TRUE(r.send_all(req));
+    const std::string resp = r.read_all();
+    EXPECT_EQ(status_of(resp), 200) << resp;
+    EXPECT_EQ(body_of(resp)["usage"]["completion_tokens"], 1) << resp;
+  }
+  {
+    Raw r(server_->port());
+    ASSERT_TRUE(r.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+                           "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
+                           std::to_string(chat.size()) + "\r\n\r\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(r.send_all(chat));
+    const std::string resp = r.read_all();
+    EXPECT_EQ(resp.rfind("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200", 0), 0u) << resp;
+  }
+  // Keep-alive: two requests on one connection, the second pipelined behind the first.
+  {
+    Raw r(server_->port());
+    const std::string one = "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n";
+    const std::string two = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+                            "Connection: close\r\nContent-Length: " + std::to_string(chat.size()) +
+                            "\r\n\r\n" + chat;
+    ASSERT_TRUE(r.send_all(one + two));
+    const std::string resp = r.read_all();
+    EXPECT_EQ(status_of(resp), 200) << resp;
+    EXPECT_NE(resp.find("HTTP/1.1 200", 10), std::string::npos) << resp;
+    EXPECT_NE(resp.find("completion_tokens"), std::string::npos) << resp;
+  }
+  expect_alive();
+}
+
+// Oversized heads and chunked bodies are refused while they arrive: the server answers and closes
+// long before the sender is done (the sender sees the reset), and memory is not spent on the rest.
+TEST_F(FrontFixture, OversizedHeadsAndChunkedBodiesAreRefusedBeforeBeingReadInFull) {
+  const std::string auth = std::string("Authorization: Bearer ") + kKey + "\r\n";
+  auto flood = [&](const std::string& start, const std::string& unit, int expect_status) {
+    Raw r(server_->port());
+    ASSERT_GE(r.fd, 0);
+    ASSERT_TRUE(r.send_all(start));
+    size_t sent = start.size();
+    const size_t limit = 256u << 20;  // 256 MB offered
+    bool cut = false;
+    while (sent < limit) {
+      if (!r.send_all(unit)) {
+        cut = true;
+        break;
+      }
+      sent += unit.size();
+    }
+    EXPECT_TRUE(cut) << "the server read all " << sent << " bytes";
+    // The front drops up to 8 MiB after its answer (so a client still sending reads the answer), and the
+    // kernel buffers hold a few MiB more: far below the 256 MB offered, and none of it kept in memory.
+    EXPECT_LT(sent, 32u << 20) << "bytes accepted before the refusal";
+    std::printf("refused %d after %zu bytes offered\n", expect_status, sent);
+  };
+  std::string header_line = "X-Pad: " + std::string(1000, 'a') + "\r\n";
+  std::string lines;
+  for (int i = 0; i < 64; ++i) lines += header_line;
+  // No key at all: the cap holds regardless of auth.
+  flood("GET /v1/models HTTP/1.1\r\nHost: x\r\n", lines, 431);
+  flood("GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Long: ", std::string(64 << 10, 'b'), 431);
+  std::string chunk = "10000\r\n" + std::string(0x10000, 'c') + "\r\n";
+  flood("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n", chunk,
+        413);
+  // The answers themselves, on a connection that stops sending at the cap.
+  {
+    Raw r(server_->port());
+    r.send_all("GET /v1/models HTTP/1.1\r\nHost: x\r\n" + lines);
+    const std::string resp = r.read_all();
+    EXPECT_EQ(status_of(resp), 431) << resp;
+    EXPECT_TRUE(body_of(resp).contains("error")) << resp;
+  }
+  {
+    Raw r(server_->port());
+    r.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n" +
+               chunk + chunk);
+    const std::string resp = r.read_all();
+    EXPECT_EQ(status_of(resp), 413) << resp;
+    EXPECT_EQ(body_of(resp)["error"]["type"], "invalid_request_error") << resp;
+  }
+  EXPECT_GE(server_->front_stats().oversized, 5u);
+  expect_alive();
+}
+
+// Issue 28: idle and trickling unauthenticated connections cost no handler thread. 200 of them (more
+// than 8x the 24 handler threads of lane-demo) are held open while 16 streams run: every stream
+// completes, /health stays fast, the tricklers are cut at the head timeout.
+TEST_F(FrontFixture, SlowConnectionsCannotStarveServing) {
+  std::vector<std::unique_ptr<Raw>> idle, trickle;
+  for (int i = 0; i < 100; ++i) {
+    idle.push_back(std::make_unique<Raw>(server_->port()));
+    trickle.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_GE(idle.back()->fd, 0);
+    ASSERT_GE(trickle.back()->fd, 0);
+    trickle.back()->send_all("GET /v1/models HTTP/1.1\r\n");
+  }
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {  // one header byte per connection every 50 ms
+    while (!done) {
+      for (auto& t : trickle) (void)::send(t->fd, "X", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> streams;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 16; ++i)
+    streams.emplace_back([&, i] {
+      auto c = client();
+      std::string body = R"({"model":"tiny","messages":[{"role":"user","content":"s)" + std::to_string(i) +
+                         R"("}],"max_tokens":40,"stream":true})";
+      auto r = c.Post("/v1/chat/completions", body, "application/json");
+      if (r && r->status == 200 && r->body.find("data: [DONE]") != std::string::npos)
+        ++ok;
+      else
+        ++failed;
+    });
+  double worst_health = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto h0 = std::chrono::steady_clock::now();
+    auto h = client("").Get("/health");
+    worst_health = std::max(worst_health, seconds_since(h0));
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    EXPECT_TRUE(json::parse(h->body)["engine"].contains("steps")) << h->body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  for (auto& t : streams) t.join();
+  const double streams_s = seconds_since(t0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past the 600 ms head timeout
+  done = true;
+  trickler.join();
+  EXPECT_EQ(ok.load(), 16);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_LT(worst_health, 0.25);
+  const FrontStats st = server_->front_stats();
+  EXPECT_GE(st.head_timeouts, 100u);  // every trickler was cut with a 408
+  std::printf("16 streams in %.2f s beside 200 slow connections; worst /health %.3f s; %llu tricklers cut\n",
+              streams_s, worst_health, static_cast<unsigned long long>(st.head_timeouts));
+  // The tricklers got their 408 in the API's error shape.
+  const std::string resp = trickle.front()->read_all(std::chrono::milliseconds(200));
+  EXPECT_EQ(status_of(resp), 408) << resp;
+}
+
+class TinyPoolFixture : public ServerFixture {
+ protected:
+  void tune(HttpConfig& hc) override {
+    hc.threads = 2;
+    hc.max_queued = 2;
+  }
+};
+
+// Admission past capacity answers at once: 503 with Retry-After, in the API's error shape; /health is
+// answered while every handler thread is busy.
+TEST_F(TinyPoolFixture, AdmissionBeyondCapacityIs503WithRetryAfter) {
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0}, busy{0}, other{0};
+  std::atomic<double> worst_busy{0};
+  for (int i = 0; i < 10; ++i) {
+    ts.emplace_back([&, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * i));
+      auto c = client();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r =
+          c.Post("/v1/completions", R"({"model":"tiny","prompt":"go","max_tokens":300,"ignore_eos":true})",
+                 "application/json");
+      if (r && r->status == 200) {
+        ++ok;
+      } else if (r && r->status == 503) {
+        ++busy;
+        EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+        EXPECT_EQ(json::parse(r->body)["error"]["code"], "server_overloaded") << r->body;
+        double t = seconds_since(t0), w = worst_busy.load();
+        while (t > w && !worst_busy.compare_exchange_weak(w, t)) {
+        }
+      } else {
+        ++other;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto h0 = std::chrono::steady_clock::now();
+  auto h = client("").Get("/health");
+  const double health_s = seconds_since(h0);
+  for (auto& t : ts) t.join();
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  EXPECT_LT(health_s, 0.2);
+  EXPECT_GE(ok.load(), 4);  // 2 running + 2 queued at least
+  EXPECT_GE(busy.load(), 1);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_LT(worst_busy.load(), 0.2);  // refused at once, not after a wait
 }
 
 }  // namespace

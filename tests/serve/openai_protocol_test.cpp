@@ -92,6 +92,33 @@ TEST(OpenAiProtocol, RejectsMalformedAndOutOfRange) {
   EXPECT_NE(body["error"]["message"].get<std::string>().find("[0, 2]"), std::string::npos);
 }
 
+// Issue 29: counts are read as 64-bit integers; values past 2^31 are kept (for the context check) and
+// values past 2^63 are refused by name, never wrapped.
+TEST(OpenAiProtocol, CountsAreReadIn64Bits) {
+  EXPECT_EQ(ok(R"({"model":"tiny","prompt":"x","max_tokens":9223372036854775807})", false).gen.max_tokens,
+            INT64_MAX);
+  auto q =
+      ok(R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"max_completion_tokens":4294967296})",
+         true);
+  EXPECT_EQ(q.gen.max_tokens, 4294967296LL);
+  EXPECT_EQ(q.max_tokens_param, "max_completion_tokens");
+  EXPECT_EQ(*ok(R"({"model":"tiny","prompt":"x","seed":-1})", false).gen.seed, UINT64_MAX);
+  EXPECT_EQ(*ok(R"({"model":"tiny","prompt":"x","seed":9223372036854775807})", false).gen.seed,
+            static_cast<uint64_t>(INT64_MAX));
+  for (const char* f : {"max_tokens", "n", "seed", "top_k", "logprobs", "best_of"}) {
+    auto e = bad(std::string(R"({"model":"tiny","prompt":"x",")") + f + R"(":18446744073709551615})", false);
+    EXPECT_EQ(e.param, f);
+    EXPECT_NE(e.message.find("18446744073709551615"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":[2147483648]})", false).param, "prompt");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","logit_bias":{"abc":1}})", false).param, "logit_bias");
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","logit_bias":[1]})", false).param, "logit_bias");
+  auto lb = ok(R"({"model":"tiny","prompt":"x","logit_bias":{"17":-100,"3":2.5}})", false);
+  ASSERT_EQ(lb.logit_bias.size(), 2u);
+  EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","n":2,"best_of":1})", false).param, "best_of");
+  EXPECT_EQ(ok(R"({"model":"tiny","prompt":"x","n":2,"best_of":2})", false).n, 2);
+}
+
 TEST(OpenAiProtocol, ResponseShapes) {
   Choice c;
   c.text = "hello";

@@ -2,10 +2,14 @@
 // (`sparkctl dev synth-model`, real tokenizer and chat template), a free loopback port. Checks the
 // planner's refusals and --dry-run-memory, the readiness line, the official openai npm client against
 // the real model (streaming, 32 concurrent streams, batched == single greedy), error paths, SIGTERM.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/support/serve_daemon.h"
@@ -156,6 +161,105 @@ TEST(ServeBinary, LiveServerWithARealSyntheticModel) {
                 "sparkctl_requests_total{model_name=\"tiny\",route=\"/v1/chat/completions\",status=\"200\"}"),
             std::string::npos)
       << m->body;
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+// One raw request on a fresh loopback connection; returns everything the server sent before closing
+// (or `timeout`), and how long that took.
+std::pair<std::string, double> raw_exchange(
+    int port, const std::string& req, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+    char buf[4096];
+    while (std::chrono::steady_clock::now() - t0 < timeout) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return {out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+// Issues 28 and 29 against the real daemon with lane-demo's concurrency (max_num_seqs 4: 24 handler
+// threads): counts past 2^31, a chat-template failure (no server path in the body), malformed requests
+// answered at once or after the 1 s read timeouts, and 200 slow unauthenticated connections beside 16
+// streaming clients (soak_load.cjs): zero errors.
+TEST(ServeBinary, HostileRequestsAndSlowConnections) {
+  Daemon d;
+  ASSERT_TRUE(
+      d.start("--host 127.0.0.1 --port 0 --device-memory-gib 0.5 --gpu-memory-utilization 0.9 "
+              "--max-model-len 512 --max-num-seqs 4 --max-num-batched-tokens 256 "
+              "--http-head-timeout 1 --http-body-timeout 1"))
+      << d.log();
+  httplib::Client c("127.0.0.1", d.port());
+  c.set_read_timeout(60, 0);
+  c.set_bearer_token_auth(kKey);
+  for (const char* v : {"2147483647", "4294967296", "9223372036854775807"}) {
+    auto r = c.Post(
+        "/v1/chat/completions",
+        std::string(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":)") + v + "}",
+        "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << v << " " << r->body;
+    auto j = json::parse(r->body, nullptr, false);
+    EXPECT_EQ(j["error"]["param"], "max_tokens") << r->body;
+    EXPECT_NE(r->body.find("maximum context length is 512"), std::string::npos) << r->body;
+  }
+  // The real Qwen3 template calls .startswith on the content: a number makes it fail.
+  auto tpl = c.Post("/v1/chat/completions", R"({"model":"tiny","messages":[{"role":"user","content":5}]})",
+                    "application/json");
+  ASSERT_TRUE(tpl);
+  EXPECT_EQ(tpl->status, 400) << tpl->body;
+  EXPECT_EQ(json::parse(tpl->body)["error"]["param"], "messages") << tpl->body;
+  EXPECT_EQ(tpl->body.find(model_dir().string()), std::string::npos) << tpl->body;
+  EXPECT_EQ(tpl->body.find("tokenizer_config"), std::string::npos) << tpl->body;
+  EXPECT_EQ(tpl->body.find("/tmp"), std::string::npos) << tpl->body;
+
+  const std::string auth = std::string("Authorization: Bearer ") + kKey + "\r\n";
+  struct Case {
+    std::string req;
+    const char* status_line;
+    double max_s;
+  };
+  const Case cases[] = {
+      {"PATCH /health HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 405", 0.5},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: 100\r\n\r\n{\"model\"",
+       "HTTP/1.1 408", 2.5},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n", "HTTP/1.1 411", 0.5},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Expect: 100-continue\r\nContent-Length: 40\r\n\r\n",
+       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 408", 2.5},
+      {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
+           "Expect: nothing\r\nContent-Length: 4\r\n\r\n",
+       "HTTP/1.1 417", 0.5},
+  };
+  for (const auto& k : cases) {
+    auto [resp, took] = raw_exchange(d.port(), k.req);
+    EXPECT_EQ(resp.rfind(k.status_line, 0), 0u) << k.req << "\n-> " << resp;
+    EXPECT_LT(took, k.max_s) << k.req;
+    auto j = json::parse(resp.substr(resp.find("\r\n\r\n{") + 4), nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << resp;
+  }
+
+  auto load = run(std::string("node ") + SPARKCTL_SOURCE_DIR +
+                  "/tests/serve/soak_load.cjs http://127.0.0.1:" + std::to_string(d.port()) + "/v1 " + kKey +
+                  " tiny 16 1 24 200 300");
+  std::printf("%s", load.out.c_str());
+  EXPECT_EQ(load.code, 0) << load.out;
+  auto j = json::parse(load.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << load.out;
+  EXPECT_EQ(j["errors"], 0) << load.out;
+  EXPECT_EQ(j["health_fails"], 0) << load.out;
   EXPECT_EQ(d.stop(), 0) << d.log();
 }
 
