@@ -22,6 +22,7 @@ struct SynthFlags {
   std::string tie;  // "", "true", "false"
   std::string max_shard_size = "2GiB";
   std::string config_style = "v4";
+  int num_experts = 0;  // 0 = the preset's
 };
 
 // "2GiB", "500MB", "64KiB", "4096" -> bytes.
@@ -57,6 +58,7 @@ Result<rt::SynthOptions> to_options(const SynthFlags& f) {
   o.tokenizer_dir = f.tokenizer;
   o.out_dir = f.out;
   o.seed = f.seed;
+  if (f.num_experts != 0) o.num_experts = f.num_experts;
   o.dtype = f.dtype == "f32" ? DType::f32 : f.dtype == "f16" ? DType::f16 : DType::bf16;
   if (!f.tie.empty()) o.tie = f.tie == "true";
   o.hf5_config = f.config_style == "v5";
@@ -129,6 +131,10 @@ void setup_dev(CLI::App& app, Context& ctx) {
                 "config.json spelling: v4 (rope_theta/rope_scaling/torch_dtype) or v5 (transformers 5: "
                 "rope_parameters/dtype/layer_types)")
       ->check(CLI::IsMember({"v4", "v5"}));
+  s->add_option(
+      "--num-experts", f->num_experts,
+      "mixture-of-experts archs: replace the preset's routed-expert count (top-k and shapes kept, so "
+      "the bytes read per token do not change)");
   s->callback([f, &ctx] { ctx.exit_code = run_synth_model(*f, ctx); });
 }
 

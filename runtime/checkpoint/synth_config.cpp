@@ -149,6 +149,17 @@ Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir) {
 Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& tok) {
   MoeConfig moe;
   SPK_ASSIGN(Shape s, is_moe(o.arch) ? moe_preset(o.arch, o.preset, moe) : preset_shape(o.preset));
+  if (o.num_experts) {
+    if (!is_moe(o.arch))
+      return make_error(
+          "--num-experts applies to mixture-of-experts archs, not " + std::string(arch_name(o.arch)),
+          "drop --num-experts or pass --arch qwen3_moe, qwen2_moe or mixtral");
+    if (*o.num_experts < moe.top_k || *o.num_experts > 4096)
+      return make_error("--num-experts " + std::to_string(*o.num_experts) + " is outside [top_k " +
+                            std::to_string(moe.top_k) + ", 4096]",
+                        "pass at least the preset's top-k");
+    moe.num_experts = *o.num_experts;
+  }
   const DType dt = o.dtype.value_or(DType::bf16);
   if (dt != DType::bf16 && dt != DType::f16 && dt != DType::f32)
     return make_error("dtype " + std::string(dtype_name(dt)) + " is not a weight dtype",

@@ -28,6 +28,9 @@ struct SynthOptions {
   // config.json as transformers 5 writes it (rope_parameters, dtype, layer_types) instead of 4.x's
   // (rope_theta + rope_scaling, torch_dtype).
   bool hf5_config = false;
+  // Mixture-of-experts archs: the preset's routed-expert count replaced (top-k and expert shapes kept, so
+  // the bytes read per token stay the preset's; benchmarks use it to fit a smaller disk).
+  std::optional<int> num_experts;
 };
 
 struct SynthReport {
