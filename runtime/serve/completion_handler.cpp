@@ -197,6 +197,7 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
     auto o = c.stop->push(piece);
     c.pending.text += o.emit;
     c.full_text += o.emit;
+    if (!o.emit.empty()) c.deltas.push_back({OutputDelta::Kind::content, o.emit});
     if (o.stopped) {  // a stop string: this choice is over, free its blocks now
       engine_.abort(c.sub.id);
       c.done = true;
@@ -215,6 +216,7 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
     std::string tail = o.emit + (o.stopped ? std::string() : c.stop->flush());
     c.pending.text += tail;
     c.full_text += tail;
+    if (!tail.empty()) c.deltas.push_back({OutputDelta::Kind::content, tail});
     c.finish = o.stopped ? FinishReason::stop : u.finish;
   }
 }
@@ -270,6 +272,36 @@ std::string Generation::take_stream_events() {
     final_sent_ = true;
   }
   return ev;
+}
+
+std::vector<OutputDelta> Generation::take_deltas(int i) {
+  auto& c = choices_.at(static_cast<size_t>(i));
+  std::vector<OutputDelta> out = std::move(c.deltas);
+  c.deltas.clear();
+  return out;
+}
+
+// Today every byte is content; the tool-call and reasoning parsers (issue 26) split it.
+ChoiceOutput Generation::output(int i) const {
+  const auto& c = choices_.at(static_cast<size_t>(i));
+  ChoiceOutput o;
+  o.index = c.index;
+  o.content = c.full_text;
+  o.finish_reason = finish_name(c.finish);
+  return o;
+}
+
+Usage Generation::usage() const {
+  Usage u{prompt_tokens_, 0};
+  for (const auto& c : choices_) u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
+  return u;
+}
+
+std::optional<ApiError> Generation::failure() const {
+  for (const auto& c : choices_)
+    if (!c.error.empty())
+      return api_error(500, "generation failed: " + client_failure(c.error), {}, "internal_error");
+  return std::nullopt;
 }
 
 std::variant<nlohmann::json, ApiError> Generation::response() const {

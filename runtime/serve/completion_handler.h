@@ -12,6 +12,7 @@
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/sampler/stop_checker.h"
+#include "runtime/serve/chat_output.h"
 #include "runtime/serve/engine.h"
 #include "runtime/serve/metrics.h"
 #include "runtime/serve/openai_protocol.h"
@@ -26,6 +27,7 @@ struct ChoiceState {
   std::unique_ptr<StopChecker> stop;
   Choice pending;  // text (and logprobs) not yet sent
   std::string full_text;
+  std::vector<OutputDelta> deltas;  // structured output not yet taken (take_deltas)
   int completion_tokens = 0;
   int consumed = 0;  // tokens taken from the channel
   bool done = false;
@@ -54,6 +56,18 @@ class Generation {
   std::string take_stream_events();
   // Non-streaming: the full response body (call when all_done()), or an error.
   std::variant<nlohmann::json, ApiError> response() const;
+
+  // The structured view for front-ends (runtime/serve/chat_output.h): the deltas of choice `i` produced
+  // since the last call, the whole output of a finished choice, the usage so far, and the first choice's
+  // engine failure in client form (nullopt when none).
+  std::vector<OutputDelta> take_deltas(int i);
+  [[nodiscard]] ChoiceOutput output(int i) const;
+  [[nodiscard]] Usage usage() const;
+  [[nodiscard]] std::optional<ApiError> failure() const;
+  [[nodiscard]] int num_choices() const { return static_cast<int>(choices_.size()); }
+  [[nodiscard]] bool choice_done(int i) const { return choices_.at(static_cast<size_t>(i)).done; }
+  [[nodiscard]] const std::string& id() const { return id_; }
+  [[nodiscard]] int64_t created() const { return created_; }
 
   [[nodiscard]] const ApiRequest& request() const { return req_; }
   [[nodiscard]] bool stream_finished() const { return final_sent_; }
