@@ -78,6 +78,28 @@ Result<std::vector<int32_t>> check_step_meta(const StepMeta& meta) {
   return token_seq;
 }
 
+Status Backend::moe_route(const Tensor& logits, const MoeRouteSpec& spec, const Tensor* bias, Tensor& ids,
+                          Tensor& w) {
+  const int64_t n = logits.rank() == 2 ? logits.dim(0) : -1, S = spec.slots();
+  if (logits.dtype != DType::f32 || logits.rank() != 2 || logits.dim(1) != spec.logit_cols() ||
+      ids.dtype != DType::i32 || ids.numel() != n * S || w.dtype != DType::f32 || w.numel() != n * S ||
+      (bias != nullptr && (bias->dtype != DType::f32 || bias->numel() != spec.num_experts)))
+    return make_error("moe_route: logits " + describe(logits) + ", ids " + describe(ids) + ", w " +
+                          describe(w) + " for " + std::to_string(spec.num_experts) + " experts, " +
+                          std::to_string(S) + " slots",
+                      "a caller bug: report it");
+  std::vector<float> lg(static_cast<size_t>(n * spec.logit_cols())), wt(static_cast<size_t>(n * S)), b;
+  std::vector<int32_t> id(static_cast<size_t>(n * S));
+  SPK_TRY(download(logits, lg.data(), lg.size() * sizeof(float)));
+  if (bias != nullptr) {
+    b.resize(spec.num_experts);
+    SPK_TRY(download(*bias, b.data(), b.size() * sizeof(float)));
+  }
+  moe_route_reference(spec, lg.data(), n, bias ? b.data() : nullptr, id.data(), wt.data());
+  SPK_TRY(upload(ids, id.data(), id.size() * sizeof(int32_t)));
+  return upload(w, wt.data(), wt.size() * sizeof(float));
+}
+
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {
   if (opts.name == "cpu") return std::unique_ptr<Backend>(cpu::make_cpu_backend(opts.threads));
   if (opts.name == "cuda") {

@@ -22,6 +22,7 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "kernels/moe_route.h"
 
 namespace spk {
 
@@ -169,6 +170,13 @@ class Backend {
     return make_error("backend '" + std::string(name()) + "' has no mixture-of-experts op",
                       "run mixture-of-experts models with --backend cpu");
   }
+
+  // Mixture-of-experts routing (kernels/moe_route.h): logits [n, spec.logit_cols()] f32, bias
+  // [spec.num_experts] f32 or null -> ids, w [n, spec.slots()] (i32, f32), ready for moe_ffn. Default:
+  // through host memory with the fp32 reference (exact; on a GPU backend a round trip that also keeps the
+  // step out of a CUDA graph, so the CUDA backend routes on the device).
+  virtual Status moe_route(const Tensor& logits, const MoeRouteSpec& spec, const Tensor* bias, Tensor& ids,
+                           Tensor& w);
 
   // Samples row i of logits [m, vocab] f32 with rows[i] (m == rows.size()) and returns only the ids
   // (and logprobs): the same choice runtime/sampler makes from these logits and this draw. Rows the

@@ -116,20 +116,28 @@ def hf_reference(model_dir, n_tokens, device):
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     model = load_fp32(AutoModelForCausalLM, model_dir).to(device).eval()
-    tokens = []
+    tokens, gaps = [], []
+
+    def top2_gap(row):  # (top-1 - top-2) / max |logit| at this step: how near a tie the greedy pick is
+        v = torch.topk(row, 2).values
+        return float((v[0] - v[1]) / row.abs().max().clamp_min(1e-30))
+
     with torch.no_grad():
         out = model(input_ids=torch.tensor([PROMPT_IDS], device=device), use_cache=True)
         logits = out.logits[0, -1].float().cpu()
         nxt = int(torch.argmax(logits))
+        gaps.append(top2_gap(logits))
         for i in range(n_tokens):
             tokens.append(nxt)
             if i == n_tokens - 1:
                 break
             out = model(input_ids=torch.tensor([[nxt]], device=device), past_key_values=out.past_key_values,
                         use_cache=True)
-            nxt = int(torch.argmax(out.logits[0, -1].float().cpu()))
+            row = out.logits[0, -1].float().cpu()
+            nxt = int(torch.argmax(row))
+            gaps.append(top2_gap(row))
     return {"source": f"transformers {transformers.__version__} torch {torch.__version__} float32 {device}",
-            "logits": [float(x) for x in logits], "tokens": tokens}
+            "logits": [float(x) for x in logits], "tokens": tokens, "gaps": gaps}
 
 
 def ours(sparkctl, model_dir, n_tokens, threads, backend="cpu"):
@@ -205,10 +213,15 @@ def main():
         err = max(abs(a - b) for a, b in zip(ref["logits"], got["logits"])) / scale
         n = len(ref["tokens"])
         equal = next((i for i in range(n) if i >= len(got["tokens"]) or got["tokens"][i] != ref["tokens"][i]), n)
-        ok = err <= args.tol and equal == n and len(got["tokens"]) == n
+        # A low-precision backend may part from HF where HF's own top two logits are within the tolerance
+        # (bf16 rounding reorders a near-tie); after that the sequences differ by construction.
+        gaps = ref.get("gaps", [])
+        near_tie = args.backend != "cpu" and equal < n and equal < len(gaps) and gaps[equal] <= args.tol
+        ok = err <= args.tol and len(got["tokens"]) == n and (equal == n or near_tie)
         failed += 0 if ok else 1
+        tie = f" (parted at a near-tie: HF top-2 gap {gaps[equal]:.1e})" if near_tie else ""
         print(f"{name}: layout {ref['layout']}, max rel err {err:.2e} (tol {args.tol:.0e}), "
-              f"tokens {equal}/{n} equal: {'PASS' if ok else 'FAIL'}")
+              f"tokens {equal}/{n} equal{tie}: {'PASS' if ok else 'FAIL'}")
     sys.exit(1 if failed else 0)
 
 

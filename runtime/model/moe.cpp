@@ -112,8 +112,9 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
   if (m.score_correction_bias) {
     SPK_ASSIGN(HostWeight b, get_shaped(src, base + ".gate.e_score_correction_bias", {E},
                                         "the router selects with a score correction bias"));
-    bias.clear();
-    append_f32(b, E, bias);
+    auto bb = std::make_shared<std::vector<float>>();
+    append_f32(b, E, *bb);
+    SPK_ASSIGN(bias, be.import_weight(bb->data(), DType::f32, {E}, bb, DType::f32));
   }
 
   // Routed experts, this rank's slice of each.
@@ -153,44 +154,25 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
                               "config.json gives shared_expert_intermediate_size"));
     experts.push_back(std::move(x));
   }
+  spec = router.spec();
+  spec.shared = shared;
+  spec.shared_gated = shared_gated;
   return ok_status();
 }
 
 Status MoeMlp::forward(Backend& be, Activations& a) const {
-  const int64_t n = a.h.dim(0), R = logit_rows(), E = router.num_experts(), K = router.top_k(), S = slots();
-  Tensor logits = a.router_logits.reshape({n, R}), ids = a.moe_ids.reshape({n, S}),
+  const int64_t n = a.h.dim(0), S = slots();
+  Tensor logits = a.router_logits.reshape({n, logit_rows()}), ids = a.moe_ids.reshape({n, S}),
          w = a.moe_w.reshape({n, S});
   SPK_TRY(be.linear(a.h, gate_w, nullptr, logits));
-  logits_h_.resize(static_cast<size_t>(n * R));
-  SPK_TRY(be.download(logits, logits_h_.data(), logits_h_.size() * sizeof(float)));
-  const float* routed = logits_h_.data();
-  if (R != E) {  // the router wants [n, E] rows: drop the shared-expert gate column
-    routed_logits_.resize(static_cast<size_t>(n * E));
-    for (int64_t t = 0; t < n; ++t) std::memcpy(&routed_logits_[t * E], &logits_h_[t * R], E * sizeof(float));
-    routed = routed_logits_.data();
-  }
-  routed_ids_.resize(static_cast<size_t>(n * K));
-  routed_w_.resize(static_cast<size_t>(n * K));
-  router.route(routed, n, bias.empty() ? nullptr : bias.data(), routed_ids_.data(), routed_w_.data());
-  ids_h_.resize(static_cast<size_t>(n * S));
-  w_h_.resize(static_cast<size_t>(n * S));
-  for (int64_t t = 0; t < n; ++t) {
-    std::memcpy(&ids_h_[t * S], &routed_ids_[t * K], K * sizeof(int32_t));
-    std::memcpy(&w_h_[t * S], &routed_w_[t * K], K * sizeof(float));
-    if (shared) {
-      ids_h_[t * S + K] = static_cast<int32_t>(E);
-      w_h_[t * S + K] = shared_gated ? 1.0f / (1.0f + std::exp(-logits_h_[t * R + E])) : 1.0f;
-    }
-  }
-  SPK_TRY(be.upload(ids, ids_h_.data(), ids_h_.size() * sizeof(int32_t)));
-  SPK_TRY(be.upload(w, w_h_.data(), w_h_.size() * sizeof(float)));
+  SPK_TRY(be.moe_route(logits, spec, bias.empty() ? nullptr : &bias, ids, w));
   SPK_TRY(be.moe_ffn(a.h, experts, ids, w, a.delta));
   if (comm == nullptr || comm->world() == 1) return ok_status();
   return dist::all_reduce_sum(be, *comm, a.delta);
 }
 
 uint64_t MoeMlp::bytes() const {
-  uint64_t b = gate_w.nbytes() + bias.size() * sizeof(float);
+  uint64_t b = gate_w.nbytes() + (bias.empty() ? 0 : bias.nbytes());
   for (const auto& e : experts) b += e.gate.nbytes() + e.up.nbytes() + e.down.nbytes();
   return b;
 }

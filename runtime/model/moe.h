@@ -2,10 +2,10 @@
 // an optional shared expert, loaded from the Hugging Face layouts (one 2-D tensor per expert, or
 // transformers 5's fused 3-D experts; see MoeNaming) and run through Backend::moe_ffn.
 //
-// Step: logits = x . [router; shared_expert_gate]^T (fp32 weights, one linear) -> host router (fp32,
-// moe_router.h) -> per token the top_k (expert, weight) slots, plus one slot for the shared expert
-// (weight 1, or sigmoid of its gate logit) -> moe_ffn -> delta. The CPU backend's tensors are host memory,
-// so the router's round trip is a copy (the CUDA path will route on the device: issue 20, GPU half).
+// Step: logits = x . [router; shared_expert_gate]^T (one linear) -> Backend::moe_route (fp32, on the
+// backend: kernels/moe_route.h) -> per token the top_k (expert, weight) slots, plus one slot for the shared
+// expert (weight 1, or sigmoid of its gate logit) -> moe_ffn -> delta. No host round trip, so on CUDA the
+// whole layer sits inside the step's graph.
 //
 // Tensor parallelism: every expert (and the shared expert) is sharded along its intermediate dimension
 // (gate/up rows, down columns: plan.moe_mlp / plan.shared_mlp); the router is replicated and every rank
@@ -24,7 +24,8 @@ namespace spk::rt {
 struct MoeMlp {
   MoeRouter router;
   Tensor gate_w;                       // [E (+1 with a gated shared expert), H] f32
-  std::vector<float> bias;             // e_score_correction_bias [E], empty when none
+  Tensor bias;                         // e_score_correction_bias [E] f32; empty() when none
+  MoeRouteSpec spec;                   // the router's, plus the shared expert's slot
   std::vector<ExpertWeights> experts;  // routed 0..E-1, then the shared expert; this rank's slices
   bool shared = false, shared_gated = false;
   dist::Communicator* comm = nullptr;
@@ -37,10 +38,6 @@ struct MoeMlp {
   [[nodiscard]] uint64_t bytes() const;
   [[nodiscard]] int slots() const { return router.top_k() + (shared ? 1 : 0); }  // moe_ids columns
   [[nodiscard]] int logit_rows() const { return router.num_experts() + (shared_gated ? 1 : 0); }
-
- private:
-  mutable std::vector<float> logits_h_, w_h_, routed_logits_, routed_w_;  // host scratch of forward()
-  mutable std::vector<int32_t> ids_h_, routed_ids_;
 };
 
 }  // namespace spk::rt

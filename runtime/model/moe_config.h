@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "kernels/moe_route.h"
 
 namespace spk::rt {
 
-enum class MoeScore { softmax, sigmoid };  // router score over all routed experts, in fp32
+using spk::MoeScore;  // router score over all routed experts, in fp32 (kernels/moe_route.h)
 
 // Where a family keeps a MoE layer's tensors under model.layers.<l>:
 //   qwen:    mlp.gate.weight [E, H]; mlp.experts.<e>.{gate,up,down}_proj.weight

@@ -1,18 +1,13 @@
-// The mixture-of-experts router: one implementation, its variants are data (MoeConfig). Per token, in
-// fp32, following transformers:
-//   score    = softmax(logits) over all routed experts, or sigmoid(logits)
-//   choice   = score + e_score_correction_bias (when the model has one; used for selection only)
-//   groups   = n_group > 1: a group's score is the sum of its two best choices; only the topk_group best
-//              groups stay, the others' choices become 0 (as transformers' masked_fill(.., 0.0))
-//   selected = the top_k best choices (ties: lower expert index first), best first
-//   weight   = score of each selected expert; / (sum + 1e-20) when norm_topk_prob; * routed_scaling_factor
-// Mixtral's softmax over the top-k logits equals softmax over all followed by renormalisation
-// (norm_topk_prob = true). The shared-expert gate is not part of the router (see moe.h).
+// The mixture-of-experts router of a config: MoeRouter::make checks the MoE keys of config.json against
+// each other (naming them) and yields the spec that Backend::moe_route runs; the math itself, its fp32
+// reference and its exact semantics live in kernels/moe_route.h. The shared expert is the layer's business
+// (moe.h adds it to the spec).
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/base/status.h"
+#include "kernels/moe_route.h"
 #include "runtime/model/moe_config.h"
 
 namespace spk::rt {
@@ -22,18 +17,19 @@ class MoeRouter {
   // Refuses group settings that do not fit the expert count, naming the keys.
   static Result<MoeRouter> make(const MoeConfig& c);
 
-  [[nodiscard]] int num_experts() const { return num_experts_; }
-  [[nodiscard]] int top_k() const { return top_k_; }
+  [[nodiscard]] int num_experts() const { return spec_.num_experts; }
+  [[nodiscard]] int top_k() const { return spec_.top_k; }
+  // The routed experts only (shared = false).
+  [[nodiscard]] const MoeRouteSpec& spec() const { return spec_; }
 
   // logits [n, num_experts] fp32 row-major; bias [num_experts] or nullptr. Writes ids [n, top_k] and
-  // weights [n, top_k] (row-major).
-  void route(const float* logits, int64_t n, const float* bias, int32_t* ids, float* weights) const;
+  // weights [n, top_k] (row-major): the fp32 reference, moe_route_reference.
+  void route(const float* logits, int64_t n, const float* bias, int32_t* ids, float* weights) const {
+    moe_route_reference(spec_, logits, n, bias, ids, weights);
+  }
 
  private:
-  int num_experts_ = 0, top_k_ = 0, n_group_ = 1, topk_group_ = 1;
-  MoeScore score_ = MoeScore::softmax;
-  bool norm_topk_prob_ = false;
-  float scaling_ = 1.0f;
+  MoeRouteSpec spec_;
 };
 
 }  // namespace spk::rt
