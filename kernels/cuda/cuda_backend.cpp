@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/graph_queue.h"
 #include "kernels/cuda/moe_ffn.h"
+#include "kernels/cuda/moe_route.h"
 #include "kernels/cuda/weight_loader.h"
 
 namespace spk::cuda {
@@ -459,16 +460,7 @@ class CudaBackend final : public Backend {
                                               : 1;
     if (splits > 1) {
       const size_t need = static_cast<size_t>(n) * hq * splits * (d + 2);
-      if (need > partial_elems_) {
-        SPK_TRY(flush());
-        SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        Status st;
-        partial_ = device_alloc(need * 4, &st);
-        SPK_TRY(st);
-        partial_elems_ = need;
-        ++gen_;
-        queue_.clear();
-      }
+      SPK_TRY(grow_scratch(partial_, partial_bytes_, need * 4));
       const size_t counters = static_cast<size_t>(n) * hk;  // the shared kernel's split counters
       if (shared && split_merge_ && counters > counters_cap_) {
         SPK_TRY(flush());
@@ -550,8 +542,10 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
-  // Mixture-of-experts FFN (kernels/cuda/moe_ffn.cu). The experts' pointer table is built once per
-  // expert list (the layer's vector lives as long as the model) and the scratch only grows.
+  // Mixture-of-experts FFN (kernels/cuda/moe_ffn.cu, moe_gemm.cu). The experts' pointer table is built
+  // once per expert list (the layer's vector lives as long as the model) and the scratch only grows.
+  // Batches of SPARKCTL_MOE_GEMM_MIN_TOKENS tokens or more (default 64: prefill chunks, large decode
+  // batches) run the expert GEMMs on tensor cores; smaller ones the grouped GEMV (fp32 activations).
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
                  const Tensor& w, Tensor& out) override {
     if (x.dtype != DType::f32 || x.rank() != 2 || out.dtype != DType::f32 || out.shape != x.shape ||
@@ -563,26 +557,60 @@ class CudaBackend final : public Backend {
     const int n = static_cast<int>(x.dim(0)), d = static_cast<int>(x.dim(1)),
               k = static_cast<int>(ids.dim(1));
     SPK_ASSIGN(const MoeTable* tab, moe_table(experts, d));
-    const size_t need = static_cast<size_t>(n) * k * tab->max_inter;
-    if (need > moe_h_elems_) {
-      SPK_TRY(flush());
-      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      Status st;
-      moe_h_ = device_alloc(need * 4, &st);
-      SPK_TRY(st);
-      moe_h_elems_ = need;
-      ++gen_;
-      queue_.clear();
-    }
+    const cuda::MoeShape sh{
+        static_cast<int>(experts.size()), d, tab->max_inter,
+        tab->vec && d % 8 == 0 && (reinterpret_cast<uintptr_t>(x.ptr<float>()) & 15) == 0};
+    SPK_TRY(grow_scratch(moe_scratch_, moe_scratch_bytes_,
+                         cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr)));
+    const bool tc = sh.vec && n >= moe_gemm_min_;
     const cuda::MoeExpert* te = tab->dev;
-    const int ne = static_cast<int>(experts.size()), mi = tab->max_inter;
     const float* xp = x.ptr<float>();
     const int32_t* ip = ids.ptr<int32_t>();
     const float* wp = w.ptr<float>();
-    float* hp = static_cast<float*>(moe_h_.get());
+    void* sp = moe_scratch_.get();
     float* op = out.ptr<float>();
-    push([=](cudaStream_t s) { return cuda::moe_ffn_bf16(te, ne, xp, ip, wp, n, k, d, mi, hp, op, s); },
-         {0x4D, u(te), u(xp), u(ip), u(wp), u(hp), u(op), u(int64_t(n)), u(int64_t(k)), gen_});
+    push(
+        [=](cudaStream_t s) { return cuda::moe_ffn_bf16(te, sh, xp, ip, wp, n, k, sp, tc, op, s); },
+        {0x4D, u(te), u(xp), u(ip), u(wp), u(sp), u(op), u(int64_t(n)), u(int64_t(k)), u(int64_t(tc)), gen_});
+    return ok_status();
+  }
+
+  // Grows a scratch buffer to `need` bytes (never shrinks). Growing moves it: what is queued is flushed
+  // first and gen_ moves on, so no captured graph keeps the old address.
+  Status grow_scratch(std::shared_ptr<void>& buf, size_t& cap, size_t need) {
+    if (need <= cap) return ok_status();
+    SPK_TRY(flush());
+    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    Status st;
+    buf = device_alloc(need, &st);
+    SPK_TRY(st);
+    cap = need;
+    ++gen_;
+    queue_.clear();
+    return ok_status();
+  }
+
+  // Routing on the device (kernels/cuda/moe_route.cu); specs the kernel does not cover go the host way.
+  Status moe_route(const Tensor& logits, const MoeRouteSpec& sp, const Tensor* bias, Tensor& ids,
+                   Tensor& w) override {
+    const int64_t n = logits.rank() == 2 ? logits.dim(0) : -1;
+    if (!cuda::moe_route_supported(sp) || logits.dtype != DType::f32 || logits.dim(-1) != sp.logit_cols() ||
+        ids.dtype != DType::i32 || ids.numel() != n * sp.slots() || w.dtype != DType::f32 ||
+        w.numel() != ids.numel() || (bias && (bias->dtype != DType::f32 || bias->numel() != sp.num_experts)))
+      return Backend::moe_route(logits, sp, bias, ids, w);
+    const float* lp = logits.ptr<float>();
+    const float* bp = bias ? bias->ptr<float>() : nullptr;
+    int32_t* ip = ids.ptr<int32_t>();
+    float* wp = w.ptr<float>();
+    const int nt = static_cast<int>(n);
+    uint32_t scale_bits;
+    std::memcpy(&scale_bits, &sp.scaling, 4);
+    const uint64_t shape = (u(int64_t{sp.num_experts}) << 32) | (u(int64_t{sp.top_k}) << 16) |
+                           (u(int64_t{sp.n_group}) << 8) | u(int64_t{sp.topk_group});
+    const uint64_t flags = (u(int64_t{scale_bits}) << 8) | (sp.score == MoeScore::sigmoid ? 1 : 0) |
+                           (sp.norm_topk_prob ? 2 : 0) | (sp.shared ? 4 : 0) | (sp.shared_gated ? 8 : 0);
+    push([=](cudaStream_t s) { return cuda::moe_route(sp, lp, nt, bp, ip, wp, s); },
+         {0x52, u(lp), u(bp), u(ip), u(wp), u(n), shape, flags, gen_});
     return ok_status();
   }
 
@@ -851,14 +879,17 @@ class CudaBackend final : public Backend {
   struct MoeTable {
     std::shared_ptr<void> storage;
     const cuda::MoeExpert* dev = nullptr;
-    size_t count = 0;
+    std::vector<cuda::MoeExpert> host;  // what dev holds
     int max_inter = 0;
+    bool vec = true;  // every expert row 16-byte aligned: the kernels' vector loads
   };
+  // Keyed by the vector's address, checked against its contents on every call: a freed list whose
+  // address a new one reuses (another model, a test) must not find the old pointers.
   Result<const MoeTable*> moe_table(const std::vector<ExpertWeights>& experts, int d) {
-    MoeTable& t = moe_tables_[experts.data()];
-    if (t.dev != nullptr && t.count == experts.size()) return &t;
     std::vector<cuda::MoeExpert> host(experts.size());
-    t.max_inter = 0;
+    int max_inter = 0;
+    bool vec = d % 8 == 0;
+    auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
     for (size_t i = 0; i < experts.size(); ++i) {
       const ExpertWeights& e = experts[i];
       const bool ok = e.gate.rank() == 2 && e.gate.dtype == DType::bf16 && e.up.dtype == DType::bf16 &&
@@ -869,7 +900,21 @@ class CudaBackend final : public Backend {
                                        describe(e.up) + ", down " + describe(e.down) + " for width " +
                                        std::to_string(d) + " (bf16 [inter, d] / [d, inter] expected)");
       host[i] = {e.gate.ptr<bf16>(), e.up.ptr<bf16>(), e.down.ptr<bf16>(), static_cast<int>(e.gate.dim(0))};
-      t.max_inter = std::max(t.max_inter, host[i].inter);
+      max_inter = std::max(max_inter, host[i].inter);
+      vec = vec && host[i].inter % 8 == 0 && aligned(host[i].gate) && aligned(host[i].up) &&
+            aligned(host[i].down);
+    }
+    MoeTable& t = moe_tables_[experts.data()];
+    const auto same = [](const cuda::MoeExpert& a, const cuda::MoeExpert& b) {
+      return a.gate == b.gate && a.up == b.up && a.down == b.down && a.inter == b.inter;
+    };
+    if (t.dev != nullptr && std::equal(host.begin(), host.end(), t.host.begin(), t.host.end(), same))
+      return &t;
+    if (t.dev != nullptr) {  // replaced: nothing queued may still read the old table
+      SPK_TRY(flush());
+      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      queue_.clear();
+      ++gen_;
     }
     Status st;
     t.storage = device_alloc(host.size() * sizeof(cuda::MoeExpert), &st);
@@ -877,13 +922,16 @@ class CudaBackend final : public Backend {
     SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpert),
                               cudaMemcpyHostToDevice));
     t.dev = static_cast<const cuda::MoeExpert*>(t.storage.get());
-    t.count = experts.size();
+    t.host = std::move(host);
+    t.max_inter = max_inter;
+    t.vec = vec;
     return &t;
   }
   std::map<const ExpertWeights*, MoeTable> moe_tables_;
-  std::shared_ptr<void> moe_h_;  // moe_ffn's h scratch
-  size_t moe_h_elems_ = 0;
-  size_t partial_elems_ = 0;
+  std::shared_ptr<void> moe_scratch_;  // moe_ffn's plan, h and y (kernels/cuda/moe_plan.h)
+  size_t moe_scratch_bytes_ = 0;
+  int moe_gemm_min_ = env_int("SPARKCTL_MOE_GEMM_MIN_TOKENS", 64, 1, 1 << 30);
+  size_t partial_bytes_ = 0;
   std::shared_ptr<void> counters_;  // per (token, kv head) split counters of the shared kernel, kept zero
   size_t counters_cap_ = 0;
   int block_size_ = 0;

@@ -1,18 +1,20 @@
 // Mixture-of-experts SiLU-GLU FFN on CUDA (Backend::moe_ffn): out[t] = sum_j w[t, j] *
 // down_e(silu(gate_e x[t]) * up_e x[t]) with e = ids[t, j] (-1: no expert), bf16 expert weights.
 //
-// Two kernels, each reading only the selected experts' rows (decode cost follows the active experts):
-//  1. gate/up: one warp per (token, slot, intermediate row) computes both dot products over d and writes
-//     h = silu(g) * u to scratch [n * k, max_inter];
-//  2. down: one warp per (token, output row) sums the token's slots in ascending expert index (the CPU
-//     reference's order) of w * down_e[row] . h.
+// Expert-major, so every active expert's weights are read once per step whatever the batch:
+//  1. plan (moe_plan.h): the active experts and their slots, on the device (no host round trip);
+//  2. gate/up: per (active expert, intermediate row) one warp streams the two weight rows (16-byte loads)
+//     and dots them with each of the expert's tokens, 4 at a time -> h[slot] = silu(g) * u (fp32);
+//  3. down: per (active expert, output row) likewise -> y[slot];
+//  4. combine: out[t] = sum of w * y over t's slots in ascending expert index (the CPU reference's order).
+// With many tokens per expert (prefill, large batches) steps 2-3 run on tensor cores instead
+// (moe_gemm.cu: bf16 activations, fp32 accumulation, 64 x 64 tiles per expert).
 // Napkin math (Qwen3-30B-A3B, batch 1): 8 experts x 3 x 768 x 2048 x 2 B = 75.5 MB a layer, 3.6 GB a
-// token over 48 layers, ~0.85 ms at 4.3 TB/s if the kernels streamed at copy bandwidth.
-// These first kernels favour clarity (fp32 accumulation, 4-byte weight loads); the grouped GEMM for
-// prefill and the GPU router are not built yet.
+// token over 48 layers: 0.85 ms at 4.26 TB/s.
 #pragma once
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/moe_plan.h"
 
 namespace spk::cuda {
 
@@ -23,8 +25,23 @@ struct MoeExpert {
   int inter;
 };
 
-// experts: device array of n_experts entries. h: scratch of n * k * max_inter floats.
-Status moe_ffn_bf16(const MoeExpert* experts, int n_experts, const float* x, const int32_t* ids,
-                    const float* w, int n, int k, int d, int max_inter, float* h, float* out, cudaStream_t s);
+// What the host checked once per expert table: every row 16-byte aligned (d and each inter multiples
+// of 8, aligned bases), so the kernels may use vector loads; else the scalar loop.
+struct MoeShape {
+  int n_experts, d, max_inter;
+  bool vec;
+};
+
+// scratch: moe::carve(scratch, n * k, n_experts, d, max_inter) bytes. tensor_cores: steps 2-3 as GEMMs
+// (needs sh.vec).
+Status moe_ffn_bf16(const MoeExpert* experts, const MoeShape& sh, const float* x, const int32_t* ids,
+                    const float* w, int n, int k, void* scratch, bool tensor_cores, float* out,
+                    cudaStream_t s);
+
+namespace moe {
+// The tensor-core steps 2-3 (moe_gemm.cu): h and y for every planned slot.
+Status gemm_gate_up_down(const MoeExpert* experts, const MoeShape& sh, const float* x, int n, int k,
+                         const Plan& p, cudaStream_t s);
+}  // namespace moe
 
 }  // namespace spk::cuda
