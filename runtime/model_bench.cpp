@@ -146,7 +146,8 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
                              {"step_ms", step_ms},
                              {"tok_per_s", tps},
                              {"per_stream_tok_per_s", tps / B},
-                             {"weight_gb_per_s", m->weight_bytes() / (step_ms * 1e-3) / 1e9}});
+                             {"weight_gb_per_s", m->decode_bytes(B) / (step_ms * 1e-3) / 1e9},
+                             {"step_weight_bytes", m->decode_bytes(B)}});
     spdlog::info("decode batch {}: {:.3f} ms/step, {:.1f} tok/s aggregate, {:.1f} tok/s per stream", B,
                  step_ms, tps, tps / B);
   }

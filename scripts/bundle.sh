@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 SPARKCTL_NO_BUILD=1 scripts/setup.sh
 BUILD=${BUNDLE_BUILD_DIR:-build-bundle}
 cmake -S . -B "$BUILD" -G Ninja -DSPARKCTL_STATIC_BUNDLE=ON ${BUNDLE_CMAKE_ARGS:--DCMAKE_BUILD_TYPE=Release} >/dev/null
-TARGETS=(${BUNDLE_TARGETS:-sparkctl cuda_kernels_test bench_cuda_kernels} "$@")
+TARGETS=(${BUNDLE_TARGETS:-sparkctl cuda_kernels_test bench_cuda_kernels bench_cuda_moe} "$@")
 avail=()
 for t in "${TARGETS[@]}"; do
   if ninja -C "$BUILD" -t query "$t" >/dev/null 2>&1; then avail+=("$t"); fi

@@ -41,7 +41,10 @@ class Model {
   virtual ~Model() = default;
 
   [[nodiscard]] virtual const ModelConfig& config() const = 0;
-  [[nodiscard]] virtual uint64_t weight_bytes() const = 0;        // resident weight bytes on the device
+  [[nodiscard]] virtual uint64_t weight_bytes() const = 0;  // resident weight bytes on the device
+  // Weight bytes one decode step of `batch` tokens reads: the untied embedding table only by row, and of
+  // the routed experts the expected share a uniform router touches, 1 - (1 - k/E)^batch (exact at batch 1).
+  [[nodiscard]] virtual uint64_t decode_bytes(int batch) const { return weight_bytes() + 0 * batch; }
   [[nodiscard]] virtual uint64_t kv_bytes_per_token() const = 0;  // all layers, K and V
   // Peak activation bytes for a step of `max_tokens` tokens (memory planner input).
   [[nodiscard]] virtual uint64_t activation_bytes(int max_tokens) const = 0;

@@ -1,6 +1,7 @@
 #include "runtime/model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/model/moe.h"
 
@@ -55,6 +56,22 @@ Status Transformer::load(const WeightSource& src) {
   const std::vector<float> inv = rope_inv_freq(c.head_dim, c.rope());
   SPK_ASSIGN(inv_freq_, be_->alloc(DType::f32, {static_cast<int64_t>(inv.size())}));
   return be_->upload(inv_freq_, inv.data(), inv.size() * sizeof(float));
+}
+
+uint64_t Transformer::decode_bytes(int batch) const {
+  uint64_t b = weight_bytes_;
+  if (!cfg_.tie_word_embeddings) b -= embed_.bytes();  // a decode step reads only its tokens' rows
+  for (const DecoderLayer& l : layers_) {
+    if (!l.moe) continue;
+    const MoeMlp& m = *l.moe;
+    const int E = m.router.num_experts(), k = m.router.top_k();
+    uint64_t routed = 0;
+    for (int e = 0; e < E; ++e)
+      routed += m.experts[e].gate.nbytes() + m.experts[e].up.nbytes() + m.experts[e].down.nbytes();
+    const double touched = 1.0 - std::pow(1.0 - static_cast<double>(k) / E, std::max(batch, 1));
+    b -= routed - static_cast<uint64_t>(static_cast<double>(routed) * touched);
+  }
+  return b;
 }
 
 // layers x (K + V) x this rank's kv_heads x head_dim x element size of the backend's KV dtype (CPU f32,

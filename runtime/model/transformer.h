@@ -22,6 +22,7 @@ class Transformer final : public Model {
 
   [[nodiscard]] const ModelConfig& config() const override { return cfg_; }
   [[nodiscard]] uint64_t weight_bytes() const override { return weight_bytes_; }
+  [[nodiscard]] uint64_t decode_bytes(int batch) const override;
   [[nodiscard]] uint64_t kv_bytes_per_token() const override;
   [[nodiscard]] uint64_t activation_bytes(int max_tokens) const override;
   Status allocate_kv(int num_blocks, int block_size) override;

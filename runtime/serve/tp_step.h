@@ -33,6 +33,7 @@ class LeaderModel final : public Model {
       : m_(inner), g_(group), on_fatal_(std::move(on_fatal)) {}
   const ModelConfig& config() const override { return m_.config(); }
   uint64_t weight_bytes() const override { return m_.weight_bytes(); }
+  uint64_t decode_bytes(int batch) const override { return m_.decode_bytes(batch); }
   uint64_t kv_bytes_per_token() const override { return m_.kv_bytes_per_token(); }
   uint64_t activation_bytes(int max_tokens) const override { return m_.activation_bytes(max_tokens); }
   Status allocate_kv(int num_blocks, int block_size) override;
