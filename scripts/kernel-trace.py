@@ -37,6 +37,8 @@ def main():
         for r in csv.DictReader(f):
             rows.append((int(r["start_ns"]), int(r["end_ns"]), int(r["grid_blocks"]), short(r["name"])))
     rows.sort()
+    if not rows:
+        raise SystemExit(f"{a.trace}: no kernels recorded (was the library preloaded and CUDA used?)")
     steps, cur = [], []
     for r in rows:
         if a.first_kernel in r[3] and cur:

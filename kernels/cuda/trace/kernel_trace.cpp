@@ -39,7 +39,7 @@ std::string demangle(const char* n) {
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *size = 16u << 20;
+  *size = 2u << 20;  // small buffers complete while the process runs (see the flush period below)
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
   *max_records = 0;
 }
@@ -65,6 +65,9 @@ struct Trace {
       std::fprintf(stderr, "kernel_trace: CUPTI refused the kernel activity; no trace\n");
       return;
     }
+    // Records reach buffer_completed only when a buffer fills or is flushed; a flush at exit can come after
+    // the CUDA context is gone and deliver nothing, so flush on a period while the process runs.
+    cuptiActivityFlushPeriod(200);
     g_on = true;
   }
   ~Trace() {
