@@ -139,7 +139,8 @@ std::string ResponsesStream::event(const char* type, json body) {
 
 std::string ResponsesStream::begin() {
   const json r = response_object(id_, created_at_, model_, req_, "in_progress", json::array(), nullptr);
-  return event("response.created", {{"response", r}}) + event("response.in_progress", {{"response", r}});
+  std::string ev = event("response.created", {{"response", r}});  // sequenced: numbers in order
+  return ev + event("response.in_progress", {{"response", r}});
 }
 
 std::string ResponsesStream::open(json item) {
@@ -200,7 +201,10 @@ std::string ResponsesStream::push(const OutputDelta& d) {
   switch (d.kind) {
     case OutputDelta::Kind::content:
       if (d.text.empty()) return ev;
-      if (open_type != "message") ev += close("completed") + open(message_item("", "in_progress", false));
+      if (open_type != "message") {
+        ev += close("completed");
+        ev += open(message_item("", "in_progress", false));
+      }
       text_ += d.text;
       return ev + event("response.output_text.delta", {{"item_id", item_["id"]},
                                                        {"output_index", static_cast<int>(output_.size())},
@@ -209,7 +213,10 @@ std::string ResponsesStream::push(const OutputDelta& d) {
                                                        {"logprobs", json::array()}});
     case OutputDelta::Kind::reasoning:
       if (d.text.empty()) return ev;
-      if (open_type != "reasoning") ev += close("completed") + open(reasoning_item("", false));
+      if (open_type != "reasoning") {
+        ev += close("completed");
+        ev += open(reasoning_item("", false));
+      }
       text_ += d.text;
       return ev + event("response.reasoning_summary_text.delta",
                         {{"item_id", item_["id"]},
@@ -217,7 +224,8 @@ std::string ResponsesStream::push(const OutputDelta& d) {
                          {"summary_index", 0},
                          {"delta", d.text}});
     case OutputDelta::Kind::tool_call_begin:
-      ev += close("completed") + open(function_item(d.id, d.name, "", "in_progress"));
+      ev += close("completed");  // sequenced: close the old item before opening the new
+      ev += open(function_item(d.id, d.name, "", "in_progress"));
       open_tool_ = d.tool_index;
       return ev;
     case OutputDelta::Kind::tool_call_arguments:
