@@ -786,3 +786,23 @@ TEST_F(ServerFixture, MessagesAndResponsesRoutes) {
 
 }  // namespace
 }  // namespace spk::rt
+
+namespace spk::rt {
+namespace {
+
+TEST_F(ServerFixture, OfficialResponsesAndAnthropicClients) {
+  std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/fronts_client.cjs " +
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + " " + kKey +
+                    " tiny 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("ok: all fronts checks passed"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace spk::rt
