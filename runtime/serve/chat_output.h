@@ -29,6 +29,7 @@ struct ChoiceOutput {
   std::string content, reasoning;
   std::vector<ToolCall> tool_calls;
   std::string finish_reason;  // "stop" | "length" | "tool_calls"; "" while running
+  std::string stop_sequence;  // the request's stop string that ended it ("" for eos / length / none)
 };
 
 }  // namespace spk::rt

@@ -97,27 +97,34 @@ void Generation::abort_all() {
     }
 }
 
+std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& chat, const Tokenizer& tok,
+                                                             const ApiRequest& req) {
+  if (!chat.chat_template)
+    return api_error(400, "this model has no chat template (tokenizer_config.json has no chat_template)",
+                     "messages");
+  nlohmann::ordered_json ctx = req.chat_template_kwargs;
+  ctx["messages"] = req.messages;
+  ctx["add_generation_prompt"] = req.add_generation_prompt;
+  ctx["bos_token"] = chat.bos_token;
+  ctx["eos_token"] = chat.eos_token;
+  if (!req.tools.is_null()) ctx["tools"] = req.tools;
+  auto text = chat.chat_template->render(ctx);
+  if (!text.ok()) {
+    spdlog::warn("chat template: {}", text.error().what());
+    const bool kwargs = text.error().message.find("clashes with a template global") != std::string::npos;
+    return api_error(400, "the chat template cannot render this request: " + template_problem(text.error()),
+                     kwargs ? "chat_template_kwargs" : "messages");
+  }
+  return tok.encode(*text, /*add_special_tokens=*/false);  // the template already wrote bos
+}
+
 std::optional<ApiError> Generation::start(const ChatConfig& chat) {
   std::vector<int32_t> ids;
   const char* prompt_param = req_.chat ? "messages" : "prompt";
   if (req_.chat) {
-    if (!chat.chat_template)
-      return api_error(400, "this model has no chat template (tokenizer_config.json has no chat_template)",
-                       "messages");
-    nlohmann::ordered_json ctx = req_.chat_template_kwargs;
-    ctx["messages"] = req_.messages;
-    ctx["add_generation_prompt"] = req_.add_generation_prompt;
-    ctx["bos_token"] = chat.bos_token;
-    ctx["eos_token"] = chat.eos_token;
-    if (!req_.tools.is_null()) ctx["tools"] = req_.tools;
-    auto text = chat.chat_template->render(ctx);
-    if (!text.ok()) {
-      spdlog::warn("chat template: {}", text.error().what());
-      const bool kwargs = text.error().message.find("clashes with a template global") != std::string::npos;
-      return api_error(400, "the chat template cannot render this request: " + template_problem(text.error()),
-                       kwargs ? "chat_template_kwargs" : "messages");
-    }
-    ids = tok_->encode(*text, /*add_special_tokens=*/false);  // the template already wrote bos
+    auto r = chat_prompt_ids(chat, *tok_, req_);
+    if (auto* e = std::get_if<ApiError>(&r)) return *e;
+    ids = std::move(std::get<std::vector<int32_t>>(r));
   } else if (req_.prompt_is_ids) {
     ids = req_.prompt_ids;
     for (int32_t t : ids)
@@ -288,6 +295,7 @@ ChoiceOutput Generation::output(int i) const {
   o.index = c.index;
   o.content = c.full_text;
   o.finish_reason = finish_name(c.finish);
+  if (c.stop && c.stop->stopped()) o.stop_sequence = c.stop->matched();
   return o;
 }
 

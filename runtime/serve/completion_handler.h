@@ -37,6 +37,12 @@ struct ChoiceState {
   std::string error;
 };
 
+// A chat request's prompt as token ids: chat_template_kwargs, messages, tools rendered by the model's
+// template, then tokenized (what Generation::start submits; /v1/messages/count_tokens counts it). Errors
+// name the field the template choked on (never a server path).
+std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& chat, const Tokenizer& tok,
+                                                             const ApiRequest& req);
+
 // A live request: its choices and the bookkeeping to answer it.
 class Generation {
  public:

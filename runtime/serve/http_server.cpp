@@ -14,8 +14,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/serve/api_front.h"
 #include "runtime/serve/completion_handler.h"
+#include "runtime/serve/messages_api.h"
 #include "runtime/serve/peer_socket.h"
+#include "runtime/serve/responses_api.h"
 
 namespace spk::rt {
 
@@ -30,11 +33,6 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(error_text(e), "application/json");
 }
 
-void send_json(httplib::Response& res, const nlohmann::json& j) {
-  res.status = 200;
-  res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-}
-
 // Constant-time comparison: the time taken does not reveal how much of the key matched.
 bool same_key(const std::string& a, const std::string& b) {
   unsigned char d = a.size() == b.size() ? 0 : 1;
@@ -44,10 +42,43 @@ bool same_key(const std::string& a, const std::string& b) {
 }
 
 const char* route_label(const std::string& path) {
-  for (const char* r : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions", "/metrics"})
+  for (const char* r : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/responses",
+                        "/v1/messages", "/v1/messages/count_tokens", "/metrics"})
     if (path == r) return r;
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
+
+// Anthropic's clients get Anthropic's error shape, everyone else OpenAI's.
+bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
+const char* kAuthHelp =
+    "invalid or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')";
+
+std::string error_text_for(const std::string& path, const ApiError& e) {
+  return anthropic_path(path) ? dump_json(anthropic_error_body(e.status, e.message)) : error_text(e);
+}
+
+void send_body(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+// /v1/completions and /v1/chat/completions: the Generation writes its own OpenAI chunks and bodies.
+class OpenAiFront : public ApiFront {
+ public:
+  std::string take_events(Generation& gen) override { return gen.take_stream_events(); }
+  [[nodiscard]] bool finished() const override { return finished_; }
+  std::pair<int, nlohmann::json> response(Generation& gen) override {
+    auto r = gen.response();
+    if (auto* e = std::get_if<ApiError>(&r)) return {e->status, e->body()};
+    return {200, std::get<nlohmann::json>(r)};
+  }
+  void update(const Generation& gen) { finished_ = gen.stream_finished(); }
+
+ private:
+  bool finished_ = false;
+};
 
 void ip_and_port(const sockaddr_storage& ss, std::string& ip, int& port) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -182,7 +213,8 @@ HttpServer::HttpServer(HttpConfig cfg, Engine& engine, std::shared_ptr<const Tok
       svr_(std::make_unique<FrontedServer>()),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {
+                   .count()),
+      responses_(cfg_.max_stored_responses) {
   FrontConfig fc;
   fc.max_head_bytes = cfg_.max_head_bytes;
   fc.max_body_bytes = cfg_.max_body_bytes;
@@ -277,11 +309,10 @@ Verdict HttpServer::classify(const RequestHead& h) {
                        {"waiting", g.waiting}}}};
     return answer(200, j.dump());
   }
-  const std::string* auth = h.field("Authorization");
-  const std::string prefix = "Bearer ";
-  if (!auth || auth->rfind(prefix, 0) != 0 || !same_key(auth->substr(prefix.size()), cfg_.api_key))
-    return error(api_error(401, "invalid or missing API key (send 'Authorization: Bearer <key>')", {},
-                           "invalid_request_error", "invalid_api_key"));
+  if (!authorized(h.field("Authorization"), h.field("x-api-key"))) {
+    const ApiError e = api_error(401, kAuthHelp, {}, "invalid_request_error", "invalid_api_key");
+    return answer(401, error_text_for(h.path, e));
+  }
   if (h.path == "/metrics") {
     if (!get) return only("GET");
     return answer(200, metrics_.render(cfg_.served_model_name), "text/plain; version=0.0.4");
@@ -291,13 +322,38 @@ Verdict HttpServer::classify(const RequestHead& h) {
     return answer(200, models_response(cfg_.served_model_name, created_, engine_.config().max_model_len)
                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  if (h.path == "/v1/completions" || h.path == "/v1/chat/completions") {
-    if (h.method != "POST") return only("POST");
+  if (h.path.rfind("/v1/responses/", 0) == 0) {
+    if (!get) return only("GET");
+    const std::string id = h.path.substr(std::string("/v1/responses/").size());
+    if (auto r = responses_.get(id)) return answer(200, dump_json(r->response));
+    return error(api_error(404,
+                           "Response with id '" + id.substr(0, 100) +
+                               "' not found (responses are kept in memory, the latest " +
+                               std::to_string(responses_.capacity()) + ", and only with store: true)",
+                           {}, "invalid_request_error", "response_not_found"));
+  }
+  if (h.path == "/v1/completions" || h.path == "/v1/chat/completions" || h.path == "/v1/responses" ||
+      h.path == "/v1/messages" || h.path == "/v1/messages/count_tokens") {
+    if (h.method != "POST") {
+      v.response.headers.emplace_back("Allow", "POST");
+      return answer(
+          405,
+          error_text_for(h.path,
+                         api_error(405, "method " + h.method + " is not allowed on " + h.path + " (use POST)",
+                                   {}, "invalid_request_error", "method_not_allowed")));
+    }
     v.dispatch = true;
     v.body_expected = true;
     return v;
   }
   return error(api_error(404, "no route " + h.method + " " + h.path.substr(0, 200), {}, "NotFoundError"));
+}
+
+bool HttpServer::authorized(const std::string* bearer, const std::string* x_api_key) const {
+  const std::string prefix = "Bearer ";
+  if (bearer && bearer->rfind(prefix, 0) == 0 && same_key(bearer->substr(prefix.size()), cfg_.api_key))
+    return true;
+  return x_api_key && same_key(*x_api_key, cfg_.api_key);
 }
 
 // The handler threads' part: only whole, authenticated POSTs to the generation routes get here.
@@ -309,24 +365,27 @@ void HttpServer::routes() {
   // Also checked by the front; kept so that this router never serves an unauthenticated request.
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.rfind(prefix, 0) == 0 && same_key(auth.substr(prefix.size()), cfg_.api_key))
+    const std::string key = req.get_header_value("x-api-key");
+    if (authorized(req.has_header("Authorization") ? &auth : nullptr,
+                   req.has_header("x-api-key") ? &key : nullptr))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, api_error(401, "invalid or missing API key (send 'Authorization: Bearer <key>')", {},
-                              "invalid_request_error", "invalid_api_key"));
+    res.status = 401;
+    res.set_content(
+        error_text_for(req.path, api_error(401, kAuthHelp, {}, "invalid_request_error", "invalid_api_key")),
+        "application/json");
     return httplib::Server::HandlerResponse::Handled;
   });
 
   // Called for every status >= 400, including ours: only fill in bodies httplib left empty.
   s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    ApiError e = api_error(res.status, "bad request");
     if (res.status == 413)
-      send_error(res, api_error(413, "request body is larger than " + std::to_string(cfg_.max_body_bytes) +
-                                         " bytes (the server's body limit)"));
+      e = api_error(413, "request body is larger than " + std::to_string(cfg_.max_body_bytes) +
+                             " bytes (the server's body limit)");
     else if (res.status == 404)
-      send_error(res, api_error(404, "no route " + req.method + " " + req.path, {}, "NotFoundError"));
-    else
-      send_error(res, api_error(res.status, "bad request"));
+      e = api_error(404, "no route " + req.method + " " + req.path, {}, "NotFoundError");
+    res.set_content(error_text_for(req.path, e), "application/json");
   });
   // The detail of an exception stays in the server log: it can name files and library internals.
   s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
@@ -338,66 +397,112 @@ void HttpServer::routes() {
     } catch (...) {
     }
     spdlog::error("http: {} {}: {}", req.method, req.path, what);
-    send_error(res,
-               api_error(500, "internal error while handling the request (the server log has the detail)", {},
-                         "internal_error"));
+    res.status = 500;
+    res.set_content(
+        error_text_for(
+            req.path,
+            api_error(500, "internal error while handling the request (the server log has the detail)", {},
+                      "internal_error")),
+        "application/json");
   });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.request_done(route_label(req.path), res.status);
   });
 
-  auto generate = [this](bool chat) {
-    return [this, chat](const httplib::Request& req, httplib::Response& res) {
+  // One started generation through its front: the whole answer (non-streaming), or its events as they come.
+  auto drive = [this](const httplib::Request& req, httplib::Response& res, std::shared_ptr<Generation> gen,
+                      std::shared_ptr<ApiFront> front, bool stream) {
+    auto* openai = dynamic_cast<OpenAiFront*>(front.get());
+    if (!stream) {
+      // Nothing is written until the answer, so watch the connection itself (peer_socket.h): a
+      // client that hung up frees its sequences within one poll interval.
+      const int fd = t_conn_fd >= 0 ? t_conn_fd
+                                    : find_connection_fd(req.local_addr, req.local_port, req.remote_addr,
+                                                         req.remote_port);
+      while (!gen->all_done()) {
+        gen->poll(std::chrono::milliseconds(100));
+        if (peer_hung_up(fd)) {
+          gen->abort_all();
+          res.status = 499;  // nginx's "client closed request": counted in /metrics, read by nobody
+          return;
+        }
+      }
+      auto [status, body] = front->response(*gen);
+      return send_body(res, status, body);
+    }
+    res.set_header("Cache-Control", "no-cache");
+    const auto keepalive = std::chrono::milliseconds(cfg_.keepalive_ms);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [gen, front, openai, keepalive](size_t, httplib::DataSink& sink) {
+          const auto t0 = std::chrono::steady_clock::now();
+          while (true) {
+            gen->poll(std::chrono::milliseconds(50));
+            std::string ev = front->take_events(*gen);
+            if (openai) openai->update(*gen);
+            if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
+            if (front->finished()) {
+              sink.done();
+              return true;
+            }
+            if (!ev.empty()) return true;
+            if (std::chrono::steady_clock::now() - t0 > keepalive) {
+              // An SSE comment: clients ignore it, and writing it is how a vanished client shows.
+              static const char kPing[] = ": keepalive\n\n";
+              return sink.write(kPing, sizeof kPing - 1);
+            }
+          }
+        },
+        [gen](bool) { gen->abort_all(); });  // no-op for finished choices; frees the rest
+  };
+
+  auto generate = [this, drive](bool chat) {
+    return [this, chat, drive](const httplib::Request& req, httplib::Response& res) {
       ProtocolLimits lim{cfg_.served_model_name, cfg_.max_n, 0};
       auto parsed = parse_request(req.body, chat, lim);
       if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
       auto gen = std::make_shared<Generation>(
           engine_, tok_, metrics_, std::move(std::get<ApiRequest>(parsed)), cfg_.served_model_name);
       if (auto e = gen->start(chat_)) return send_error(res, *e);
-
-      if (!gen->request().stream) {
-        // Nothing is written until the answer, so watch the connection itself (peer_socket.h): a
-        // client that hung up frees its sequences within one poll interval.
-        const int fd = t_conn_fd >= 0 ? t_conn_fd
-                                      : find_connection_fd(req.local_addr, req.local_port, req.remote_addr,
-                                                           req.remote_port);
-        while (!gen->all_done()) {
-          gen->poll(std::chrono::milliseconds(100));
-          if (peer_hung_up(fd)) {
-            gen->abort_all();
-            res.status = 499;  // nginx's "client closed request": counted in /metrics, read by nobody
-            return;
-          }
-        }
-        auto r = gen->response();
-        if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
-        return send_json(res, std::get<nlohmann::json>(r));
-      }
-      res.set_header("Cache-Control", "no-cache");
-      const auto keepalive = std::chrono::milliseconds(cfg_.keepalive_ms);
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [gen, keepalive](size_t, httplib::DataSink& sink) {
-            const auto t0 = std::chrono::steady_clock::now();
-            while (true) {
-              gen->poll(std::chrono::milliseconds(50));
-              std::string ev = gen->take_stream_events();
-              if (!ev.empty() && !sink.write(ev.data(), ev.size())) return false;  // client gone
-              if (gen->stream_finished()) {
-                sink.done();
-                return true;
-              }
-              if (!ev.empty()) return true;
-              if (std::chrono::steady_clock::now() - t0 > keepalive) {
-                // An SSE comment: clients ignore it, and writing it is how a vanished client shows.
-                static const char kPing[] = ": keepalive\n\n";
-                return sink.write(kPing, sizeof kPing - 1);
-              }
-            }
-          },
-          [gen](bool) { gen->abort_all(); });  // no-op for finished choices; frees the rest
+      drive(req, res, gen, std::make_shared<OpenAiFront>(), gen->request().stream);
     };
   };
+  s.Post("/v1/messages", [this, drive](const httplib::Request& req, httplib::Response& res) {
+    auto parsed = parse_messages_request(req.body, cfg_.served_model_name);
+    if (auto* e = std::get_if<FieldError>(&parsed))
+      return send_body(res, e->status, anthropic_error_body(*e));
+    auto& m = std::get<MessagesRequest>(parsed);
+    const bool stream = m.api.stream;
+    auto gen =
+        std::make_shared<Generation>(engine_, tok_, metrics_, std::move(m.api), cfg_.served_model_name);
+    if (auto e = gen->start(chat_))
+      return send_body(res, e->status, anthropic_error_body(from_api_error(*e)));
+    drive(req, res, gen, std::make_shared<MessagesFront>(cfg_.served_model_name, gen->usage().prompt_tokens),
+          stream);
+  });
+  s.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    auto parsed = parse_messages_request(req.body, cfg_.served_model_name, /*count_tokens=*/true);
+    if (auto* e = std::get_if<FieldError>(&parsed))
+      return send_body(res, e->status, anthropic_error_body(*e));
+    auto ids = chat_prompt_ids(chat_, *tok_, std::get<MessagesRequest>(parsed).api);
+    if (auto* e = std::get_if<ApiError>(&ids))
+      return send_body(res, e->status, anthropic_error_body(from_api_error(*e)));
+    send_body(res, 200, {{"input_tokens", std::get<std::vector<int32_t>>(ids).size()}});
+  });
+  s.Post("/v1/responses", [this, drive](const httplib::Request& req, httplib::Response& res) {
+    auto parsed = parse_responses_request(req.body, cfg_.served_model_name);
+    if (auto* e = std::get_if<FieldError>(&parsed)) return send_body(res, e->status, openai_error_body(*e));
+    auto& r = std::get<ResponsesRequest>(parsed);
+    if (auto e = resolve_history(r, responses_)) return send_body(res, e->status, openai_error_body(*e));
+    auto gen = std::make_shared<Generation>(engine_, tok_, metrics_, r.api, cfg_.served_model_name);
+    if (auto e = gen->start(chat_)) {
+      FieldError fe{e->status, e->param == "messages" ? "input" : e->param, e->message, e->code};
+      return send_body(res, fe.status, openai_error_body(fe));
+    }
+    const bool stream = r.api.stream;
+    drive(req, res, gen, std::make_shared<ResponsesFront>(std::move(r), cfg_.served_model_name, &responses_),
+          stream);
+  });
   s.Post("/v1/completions", generate(false));
   s.Post("/v1/chat/completions", generate(true));
 }

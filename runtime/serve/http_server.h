@@ -1,7 +1,9 @@
-// The OpenAI-compatible HTTP server: /health, /v1/models, /v1/completions, /v1/chat/completions (SSE
-// streaming with [DONE]), /metrics. Every route but /health needs "Authorization: Bearer <key>". Every
-// failure is an OpenAI-style JSON error (400/401/404/405/408/411/413/417/429/431/503; 500 only for bugs)
-// that names the request field and the problem and never a path on the server; never a crash.
+// The HTTP server: /health, /v1/models, /v1/completions, /v1/chat/completions (SSE streaming with
+// [DONE]), /v1/responses (+ GET /v1/responses/{id}), /v1/messages (+ /v1/messages/count_tokens),
+// /metrics. Every route but /health needs the key, as "Authorization: Bearer <key>" or "x-api-key: <key>".
+// Every failure is a JSON error in the route's API shape (400/401/404/405/408/411/413/417/429/431/503; 500
+// only for bugs) that names the request field and the problem and never a path on the server; never a
+// crash. Each generation route is one ApiFront (api_front.h) over the same Generation driver.
 //
 // Connections live in the front (http_front.h: one epoll thread, caps and deadlines while reading,
 // /health, /metrics, /v1/models and every refusal answered there, so queued generations cannot block
@@ -19,6 +21,7 @@
 #include "runtime/serve/engine.h"
 #include "runtime/serve/http_front.h"
 #include "runtime/serve/metrics.h"
+#include "runtime/serve/response_store.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace spk::rt {
@@ -42,6 +45,7 @@ struct HttpConfig {
   int body_timeout_ms = 10000;
   size_t max_connections = 4096;
   size_t max_queued = 1024;
+  size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
 };
 
 class HttpServer {
@@ -61,6 +65,7 @@ class HttpServer {
  private:
   void routes();
   Verdict classify(const RequestHead& h);
+  [[nodiscard]] bool authorized(const std::string* bearer, const std::string* x_api_key) const;
 
   HttpConfig cfg_;
   Engine& engine_;
@@ -71,6 +76,7 @@ class HttpServer {
   std::unique_ptr<ConnectionFront> front_;
   int bound_port_ = 0;
   int64_t created_ = 0;
+  ResponseStore responses_;
 };
 
 }  // namespace spk::rt

@@ -6,12 +6,9 @@ namespace spk::rt {
 
 using nlohmann::json;
 
-namespace {
+namespace {}  // namespace
 
-constexpr int kMaxJsonDepth = 64;  // real requests nest ~6 deep; this bounds parser/destructor work
-
-// Bracket nesting outside strings; rejects pathological bodies before nlohmann builds a tree.
-int json_depth(std::string_view s) {
+int json_nesting_depth(std::string_view s) {
   int depth = 0, max_depth = 0;
   bool in_str = false, esc = false;
   for (char c : s) {
@@ -32,6 +29,8 @@ int json_depth(std::string_view s) {
   }
   return max_depth;
 }
+
+namespace {
 
 // A JSON integer as int64: false for non-integers and for unsigned values above 2^63-1 (which
 // get<int64_t>() would wrap to negatives: top_k 18446744073709551615 must not read as -1).
@@ -205,7 +204,7 @@ ApiError api_error(int status, std::string message, std::string param, std::stri
 
 std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool chat,
                                                  const ProtocolLimits& lim) {
-  if (json_depth(body) > kMaxJsonDepth)
+  if (json_nesting_depth(body) > kMaxJsonDepth)
     return api_error(400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return api_error(400, "request body is not valid JSON");

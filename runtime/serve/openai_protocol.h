@@ -78,6 +78,10 @@ struct ProtocolLimits {
   int max_top_logprobs = 0;  // top-k alternatives are not built: only the chosen token's logprob
 };
 
+// Bracket nesting of a JSON text outside strings (checked before parsing: bounds parser and destructor work).
+int json_nesting_depth(std::string_view s);
+inline constexpr int kMaxJsonDepth = 64;  // real requests nest ~6 deep
+
 // Parses and validates a request body. `chat` selects the route's schema. Every count (n, max_tokens,
 // max_completion_tokens, top_logprobs, logprobs, best_of, seed, token ids, logit_bias ids) is read as a
 // 64-bit integer and range-checked there: a value past 2^31 or 2^63 gets the same 400 as any other

@@ -727,3 +727,82 @@ TEST_F(TinyPoolFixture, AdmissionBeyondCapacityIs503WithRetryAfter) {
 
 }  // namespace
 }  // namespace spk::rt
+
+namespace spk::rt {
+namespace {
+
+// /v1/messages (x-api-key auth, Anthropic error shape, stream, count_tokens) and /v1/responses (store,
+// GET, previous_response_id) through the live server.
+TEST_F(ServerFixture, MessagesAndResponsesRoutes) {
+  httplib::Client a("127.0.0.1", server_->port());
+  a.set_read_timeout(30, 0);
+  const std::string mbody = R"({"model":"tiny","max_tokens":4,"temperature":0,"system":"s",
+                               "messages":[{"role":"user","content":"hey"}]})";
+  auto no = a.Post("/v1/messages", mbody, "application/json");
+  ASSERT_TRUE(no);
+  EXPECT_EQ(no->status, 401);
+  EXPECT_EQ(json::parse(no->body)["error"]["type"], "authentication_error");
+  httplib::Headers key{{"x-api-key", kKey}};
+  auto m = a.Post("/v1/messages", key, mbody, "application/json");
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->status, 200) << m->body;
+  auto mj = json::parse(m->body);
+  EXPECT_EQ(mj["type"], "message");
+  EXPECT_EQ(mj["stop_reason"], "max_tokens");
+  EXPECT_EQ(mj["usage"]["output_tokens"], 4);
+  auto st = a.Post("/v1/messages", key, mbody.substr(0, mbody.size() - 1) + R"(,"stream":true})",
+                   "application/json");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->body.rfind("event: message_start", 0), 0u) << st->body;
+  EXPECT_NE(st->body.find("event: message_stop"), std::string::npos) << st->body;
+  auto ct = a.Post("/v1/messages/count_tokens", key,
+                   R"({"model":"tiny","messages":[{"role":"user","content":"hey"}]})", "application/json");
+  ASSERT_TRUE(ct);
+  EXPECT_EQ(json::parse(ct->body)["input_tokens"], 20);  // "user: hey\nassistant:"
+  auto bad = a.Post("/v1/messages", key, R"({"model":"tiny","messages":[{"role":"user","content":"x"}]})",
+                    "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(json::parse(bad->body)["error"]["message"].get<std::string>().find("max_tokens"),
+            std::string::npos);
+
+  auto r =
+      post("/v1/responses", R"({"model":"tiny","input":"hey","max_output_tokens":3,"temperature":0})", 200);
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["status"], "incomplete");
+  const std::string id = r["id"];
+  auto g = client().Get(("/v1/responses/" + id).c_str());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 200);
+  EXPECT_EQ(json::parse(g->body)["id"], id);
+  auto r2 = post(
+      "/v1/responses",
+      R"({"model":"tiny","input":"more","max_output_tokens":2,"previous_response_id":")" + id + R"("})", 200);
+  EXPECT_GT(r2["usage"]["input_tokens"].get<int>(), r["usage"]["input_tokens"].get<int>() + 5);
+  EXPECT_EQ(post("/v1/responses", R"({"model":"tiny","input":"x","previous_response_id":"resp_nope"})",
+                 400)["error"]["param"],
+            "previous_response_id");
+}
+
+}  // namespace
+}  // namespace spk::rt
+
+namespace spk::rt {
+namespace {
+
+TEST_F(ServerFixture, OfficialResponsesAndAnthropicClients) {
+  std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/fronts_client.cjs " +
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + " " + kKey +
+                    " tiny 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("ok: all fronts checks passed"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace spk::rt
