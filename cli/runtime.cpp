@@ -20,13 +20,14 @@
 #include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "kernels/device_memory.h"
+#include "orchestrator/node/mem_floor.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
 #include "runtime/serve/engine.h"
-#include "runtime/serve/stats_logger.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/memory_planner.h"
+#include "runtime/serve/stats_logger.h"
 #include "runtime/serve/tp_step.h"
 #include "runtime/serve/warmup.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -63,7 +64,12 @@ struct ServeFlags {
   double http_body_timeout_s = 10;     // a request body within this after its head
   size_t http_max_connections = 4096;  // connections waiting for a request (oldest closed past it)
   size_t http_max_queued = 1024;       // whole requests waiting for a handler thread (503 past it)
+  double mem_floor_gib = 0;            // stop when the node's MemAvailable stays below this (0 = off)
+  std::string meminfo_path;            // empty: $SPARKCTL_MEMINFO_PATH (tests), else /proc/meminfo
 };
+
+// The exit code of a rank that stopped itself at the node's memory floor (it also leaves an exit note).
+constexpr int kExitMemFloor = 3;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
@@ -73,12 +79,13 @@ int fail(int code, const std::string& what) {
 }
 
 // Ends the process at once (a lost rank: the group is dead; destructors could block on peers).
-[[noreturn]] void die(const std::string& what) {
+[[noreturn]] void die_with(int code, const std::string& what) {
   print_error("runtime serve", what);
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(kExitFailed);
+  std::_Exit(code);
 }
+[[noreturn]] void die(const std::string& what) { die_with(kExitFailed, what); }
 
 // A failed step usually means a lost rank: the group's loss detection (which names the rank and exits)
 // gets the peer timeout to fire first; otherwise this error ends the process.
@@ -143,6 +150,23 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (!f.dry_run_memory && f.rank == 0 && (!key || !*key))
     return fail(kExitUsage,
                 "$" + f.api_key_env + " is empty (export it, or name another variable with --api-key-env)");
+
+  // The node's memory floor is watched from here on, weight loading included (orchestrator/node/mem_floor.h).
+  std::unique_ptr<MemFloorWatch> floor_watch;
+  if (!f.dry_run_memory && f.mem_floor_gib > 0) {
+    MemFloorOptions mo;
+    mo.floor_bytes = static_cast<uint64_t>(f.mem_floor_gib * 1024.0 * 1024.0 * 1024.0);
+    const char* env_path = std::getenv("SPARKCTL_MEMINFO_PATH");
+    mo.meminfo_path = !f.meminfo_path.empty() ? f.meminfo_path
+                      : env_path && *env_path ? env_path
+                                              : "/proc/meminfo";
+    const int rank = f.rank;
+    floor_watch = std::make_unique<MemFloorWatch>(mo, [rank](const std::string& why) {
+      (void)write_exit_note(kMemFloorReason, why);
+      die_with(kExitMemFloor, "rank " + std::to_string(rank) + ": " + why);
+    });
+    spdlog::info("memory floor: the engine stops when MemAvailable stays below {:.2f} GiB", f.mem_floor_gib);
+  }
 
   // SIGINT/SIGTERM go to one waiting thread (blocked here before the model, engine or HTTP start threads, so
   // all inherit it).
@@ -364,6 +388,12 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--http-max-queued", f->http_max_queued,
                 "whole requests waiting for a handler thread; past it 503 with Retry-After")
       ->check(CLI::Range(1, 1000000));
+  s->add_option("--mem-floor-gib", f->mem_floor_gib,
+                "stop the engine (exit 3, with an exit note) when the node's MemAvailable stays below this "
+                "many GiB, before a unified-memory host wedges (0 = off)")
+      ->check(CLI::Range(0.0, 4096.0));
+  s->add_option("--meminfo-path", f->meminfo_path, "where MemAvailable is read (tests point it at a file)")
+      ->group("");
   s->callback([f, &ctx] { ctx.exit_code = run_serve(*f, ctx); });
 }
 

@@ -82,6 +82,8 @@ int run_status(Context& ctx) {
                      {"restarts", r.restarts},
                      {"endpoint", alive ? r.endpoint : ""},
                      {"kv_tokens", alive ? r.kv_tokens : 0}});
+    if (!alive && d && !d->exit_reason.empty())  // it stopped itself and said why
+      ranks.back()["exit_note"] = {{"reason", d->exit_reason}, {"message", d->exit_message}};
   }
   json events = json::array();
   for (const auto& e : read_events(ctx.global.state_dir, 12))
@@ -157,6 +159,10 @@ int run_status(Context& ctx) {
                 r["rank"].get<int>(), r["pid"].get<int>(), r["phase"].get<std::string>().c_str(),
                 r["alive"].get<bool>() ? dur(r["uptime_s"].get<double>()).c_str() : "-",
                 r["restarts"].get<int>(), ep.empty() ? "-" : ep.c_str(), kv.c_str());
+    if (r.contains("exit_note"))
+      std::cout << "  rank " << r["rank"].get<int>() << " stopped itself ("
+                << r["exit_note"]["reason"].get<std::string>()
+                << "): " << r["exit_note"]["message"].get<std::string>() << "\n";
   }
   std::fflush(stdout);
   if (!events.empty()) {

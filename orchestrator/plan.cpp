@@ -61,6 +61,10 @@ std::vector<std::string> serve_argv(const Recipe& r, const Node& n, int rank, co
     a.push_back("--device-memory-gib");
     a.push_back(fmt_double(*r.device_memory_gib));
   }
+  if (r.mem_floor_gib > 0) {
+    a.push_back("--mem-floor-gib");
+    a.push_back(fmt_double(r.mem_floor_gib));
+  }
   for (auto [flag, value] :
        {std::pair<const char*, std::string>{"--max-model-len", std::to_string(r.max_model_len)},
         {"--max-num-seqs", std::to_string(r.max_num_seqs)},

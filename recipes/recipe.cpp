@@ -61,6 +61,7 @@ nlohmann::json to_json(const Recipe& r) {
             {"bind", r.bind},
             {"api_key_env", r.api_key_env},
             {"master_port", r.master_port},
+            {"mem_floor_gib", r.mem_floor_gib},
             {"chat_template_kwargs", r.chat_template_kwargs},
             {"env", json::object()},
             {"warmup", json::array()}};

@@ -6,8 +6,8 @@
 //   draft: {model, revision, method: eagle3|eagle|mtp|ngram, num_tokens}
 //   tensor_parallel, nodes, kv_cache_dtype, block_size, max_model_len, max_num_seqs,
 //   max_num_batched_tokens, gpu_memory_utilization, device_memory_gib (cpu), port, bind, api_key_env,
-//   master_port, chat_template_kwargs: {k: v}, env: {NAME: value}, warmup: [{prompt_tokens, max_tokens,
-//   repeat}]
+//   master_port, mem_floor_gib, chat_template_kwargs: {k: v}, env: {NAME: value}, warmup: [{prompt_tokens,
+//   max_tokens, repeat}]
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,9 @@ struct Recipe {
   std::string bind = "127.0.0.1";
   std::string api_key_env = "SPARKCTL_API_KEY";  // name of the env var holding the key (never the key)
   int master_port = 29500;                       // rendezvous port on rank 0
+  // Each rank stops its engine when its node's MemAvailable stays below this (GB10 hosts share memory with
+  // the GPU and wedge instead of failing an allocation); 0 = off.
+  double mem_floor_gib = 0;
 
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // defaults passed to the chat template
   std::vector<std::pair<std::string, std::string>> env;            // extra env for every rank (NCCL knobs)

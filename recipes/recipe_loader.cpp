@@ -33,6 +33,7 @@ constexpr std::string_view kTopKeys[] = {"name",
                                          "bind",
                                          "api_key_env",
                                          "master_port",
+                                         "mem_floor_gib",
                                          "chat_template_kwargs",
                                          "env",
                                          "warmup"};
@@ -308,6 +309,14 @@ class Loader {
       r_.port = static_cast<int>(*v);
     if (auto v = y_.integer_in(root_, "master_port", "", 1, 65535, "set a TCP port like 29500"))
       r_.master_port = static_cast<int>(*v);
+    YAML::Node mf = YamlReader::find(root_, "mem_floor_gib");
+    if (auto v = y_.number(root_, "mem_floor_gib", "")) {
+      if (*v < 0.0 || *v > 4096.0)
+        y_.error(mf, "mem_floor_gib", mf.Scalar() + " is out of range [0,4096]",
+                 "set the MemAvailable floor in GiB, like 3 (0 = off)");
+      else
+        r_.mem_floor_gib = *v;
+    }
     if (r_.port == r_.master_port)
       y_.error(at(root_, "master_port"), "master_port", std::to_string(r_.port) + " is also the serving port",
                "set master_port and port to different values");

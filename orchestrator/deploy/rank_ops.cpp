@@ -90,9 +90,19 @@ Result<std::vector<DaemonInfo>> ps_all(std::vector<NodeLink>& links, const Deplo
     if (dir.empty()) continue;
     SPK_ASSIGN(NodeAnswer a, call_node(*l.exec, NodeVerb::kPs, json{{"dir", dir}}, 20s));
     if (a.exit_code != 0) return make_error(l.node.name + ": node ps failed: " + answer_error(a));
-    for (const auto& d : a.body.value("daemons", json::array()))
-      out.push_back({l.node.name, d.value("name", ""), d.value("pid", 0), d.value("alive", false),
-                     d.value("started_ms", int64_t{0}), d.value("uptime_s", 0.0)});
+    for (const auto& d : a.body.value("daemons", json::array())) {
+      DaemonInfo info{l.node.name,
+                      d.value("name", ""),
+                      d.value("pid", 0),
+                      d.value("alive", false),
+                      d.value("started_ms", int64_t{0}),
+                      d.value("uptime_s", 0.0)};
+      if (auto n = d.find("exit_note"); n != d.end() && n->is_object()) {
+        info.exit_reason = n->value("reason", "");
+        info.exit_message = n->value("message", "");
+      }
+      out.push_back(std::move(info));
+    }
   }
   return out;
 }

@@ -19,6 +19,8 @@ struct DaemonInfo {
   bool alive = false;
   int64_t started_ms = 0;
   double uptime_s = 0;
+  std::string exit_reason;  // a dead daemon's exit note (orchestrator/node/mem_floor.h), empty if none
+  std::string exit_message;
 };
 
 // Starts one rank as a detached daemon; the API key is added to its env as `api_key_env`.

@@ -7,6 +7,7 @@
 #include "orchestrator/deploy/liveness.h"
 #include "orchestrator/deploy/rank_ops.h"
 #include "orchestrator/deploy/readiness.h"
+#include "orchestrator/node/mem_floor.h"
 
 namespace spk {
 
@@ -29,6 +30,26 @@ void save(const std::string& state_dir, const std::function<void(DeployState&)>&
   if (!s) return;
   edit(*s);
   (void)write_deploy_state(state_dir, *s);
+}
+
+// A rank stopped itself at its node's memory floor (orchestrator/node/mem_floor.h): restarting would
+// meet the same floor and can wedge a unified-memory host, so every rank is stopped and the state says why.
+int stop_at_memory_floor(std::vector<NodeLink>& links, const DeploySpec& spec, const std::string& dir,
+                         int floor_rank, const std::string& reason, const Progress& progress) {
+  progress("supervise", reason);
+  append_event(dir, kMemFloorReason, reason);
+  Status st = stop_all(links, spec, 10s);
+  if (!st.ok()) append_event(dir, "stop_failed", st.error().what());
+  const std::string msg = "not serving: " + reason + "; not restarted (it would meet the same floor)";
+  save(dir, [&](DeployState& s) {
+    s.phase = "stopped";
+    s.message = msg;
+    for (auto& r : s.ranks) r.pid = 0, r.phase = r.rank == floor_rank ? kMemFloorReason : "stopped";
+  });
+  append_event(dir, "stopped",
+               "every rank stopped; fix the memory use, then `sparkctl up " + spec.lane + "`");
+  progress("supervise", msg);
+  return 1;
 }
 
 }  // namespace
@@ -58,24 +79,33 @@ int run_supervisor(const SupervisorOptions& opt, const std::atomic<bool>& stop) 
   int unreachable = 0;
   while (nap(opt.poll, stop)) {
     std::string reason, kind;
+    int floor_rank = -1;
     auto ps = ps_all(*links, *spec);
     if (!ps) {
       reason = "cannot ask a node: " + ps.error().message;
       kind = "unreachable";
     } else {
       for (const auto& r : spec->ranks) {
-        bool alive = false;
-        int pid = 0;
-        for (const auto& d : *ps)
-          if (d.node == r.node && d.name == r.daemon_name()) alive = d.alive, pid = d.pid;
-        if (!alive) {
-          reason = "rank " + std::to_string(r.rank) + " on " + r.node + " (pid " + std::to_string(pid) +
-                   ") is dead";
+        const DaemonInfo* d = nullptr;
+        for (const auto& x : *ps)
+          if (x.node == r.node && x.name == r.daemon_name()) d = &x;
+        if (!d || !d->alive) {
+          reason = "rank " + std::to_string(r.rank) + " on " + r.node + " (pid " +
+                   std::to_string(d ? d->pid : 0) + ") is dead";
           kind = "rank_died";
-          break;
+          if (d && d->exit_reason == kMemFloorReason) {
+            reason = "rank " + std::to_string(r.rank) + " on " + r.node +
+                     " stopped at its memory floor: " + d->exit_message;
+            kind = kMemFloorReason;
+            floor_rank = r.rank;
+            break;
+          }
         }
       }
+      // Another rank may have died of the group's loss; the one that stopped at the floor says why.
     }
+    if (kind == kMemFloorReason)
+      return stop_at_memory_floor(*links, *spec, dir, floor_rank, reason, progress);
     if (reason.empty()) {
       // Busy is not hung: the engine's own progress decides (liveness.h), not /health's latency.
       const auto v = judge.judge(probe_health(*ep, opt.health_timeout));

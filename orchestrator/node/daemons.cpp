@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "kernels/base/fs.h"
+#include "orchestrator/node/mem_floor.h"
 #include "orchestrator/node/node_input.h"
 #include "orchestrator/node/runtime_procs.h"
 
@@ -183,6 +184,11 @@ VerbOutput node_launch(const json& in, const NodeEnv& env) {
       return {kNodeCheckFailed, json{{"ok", false},
                                      {"error", *name + " already runs as pid " + std::to_string(p.pid)},
                                      {"fix", "stop it first (sparkctl down)"}}};
+  // A deliberate stop of this run leaves its reason here (orchestrator/node/mem_floor.h); an old note
+  // belongs to an earlier run.
+  const std::string note = exit_note_path(*dir, *name);
+  ::unlink(note.c_str());
+  vars[kExitNoteEnv] = note;
   const std::string log = *dir + "/" + *name + ".log";
   int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
@@ -331,13 +337,19 @@ VerbOutput node_ps(const json& in, const NodeEnv& env) {
   const int64_t now = now_ms();
   for (const auto& p : read_pidfiles(*dir, {})) {
     bool alive = p.alive();
-    daemons.push_back({{"name", p.name},
-                       {"pid", p.pid},
-                       {"alive", alive},
-                       {"started_ms", p.started_ms},
-                       {"uptime_s", alive ? (now - p.started_ms) / 1000.0 : 0.0},
-                       {"log", p.log},
-                       {"argv", p.argv}});
+    json d{{"name", p.name},
+           {"pid", p.pid},
+           {"alive", alive},
+           {"started_ms", p.started_ms},
+           {"uptime_s", alive ? (now - p.started_ms) / 1000.0 : 0.0},
+           {"log", p.log},
+           {"argv", p.argv}};
+    if (!alive)
+      if (auto t = read_file(exit_note_path(*dir, p.name))) {
+        json n = json::parse(*t, nullptr, false);
+        if (n.is_object()) d["exit_note"] = n;
+      }
+    daemons.push_back(std::move(d));
   }
   return {kNodeOk, json{{"ok", true}, {"daemons", daemons}}};
 }

@@ -7,7 +7,9 @@
 //            within wait_ms, no pidfile, -> {ok, exit_code, log})
 //   stop     {dir, names?:[..], grace_ms?}  -> {ok, stopped:[{name,pid,signal}], remaining:[name]}
 //            SIGTERM to each live group, SIGKILL after grace_ms (default 5000), pidfiles removed
-//   ps       {dir}                          -> {ok, daemons:[{name,pid,alive,started_ms,uptime_s,log}]}
+//   ps       {dir}                          -> {ok, daemons:[{name,pid,alive,started_ms,uptime_s,log,
+//            exit_note?}]}  (exit_note: what a dead daemon said when it stopped on purpose; each launch
+//            passes $SPARKCTL_EXIT_NOTE = <dir>/<name>.exit and removes the previous run's note)
 //   log-tail {dir, names?:[..], max_bytes?, offsets?:{name:n}} -> {ok, logs:[{name,size,from,text}]}
 // Names are [A-Za-z0-9._-]{1,64}; `dir` is absolute.
 #pragma once

@@ -88,6 +88,19 @@ TEST(RecipeLoader, RangeErrorsNameTheRangeAndAFix) {
   EXPECT_EQ(lines(l).size(), 4u) << all;
 }
 
+// mem_floor_gib: the node's MemAvailable floor below which a rank stops its engine (issue 27).
+TEST(RecipeLoader, MemFloorIsANumberOfGiBAndReachesTheRecipe) {
+  const std::string base = "name: x\nbackend: cpu\nmodel: {path: /m}\ndevice_memory_gib: 1\n";
+  auto good = load_recipe(base + "mem_floor_gib: 3.5\n", "f.yaml", "t");
+  ASSERT_TRUE(good.ok()) << dump(good);
+  EXPECT_DOUBLE_EQ(good.recipe->mem_floor_gib, 3.5);
+  EXPECT_DOUBLE_EQ(load_recipe(base, "f.yaml", "t").recipe.value().mem_floor_gib, 0.0) << "off unless set";
+  auto neg = load_recipe(base + "mem_floor_gib: -1\n", "f.yaml", "t");
+  EXPECT_FALSE(neg.ok());
+  EXPECT_NE(dump(neg).find("mem_floor_gib: -1 is out of range [0,4096]"), std::string::npos) << dump(neg);
+  EXPECT_NE(dump(neg).find("like 3 (0 = off)"), std::string::npos) << dump(neg);
+}
+
 TEST(RecipeLoader, CrossFieldErrors) {
   auto l = fixture("cross_field.yaml");
   EXPECT_FALSE(l.ok());
