@@ -179,8 +179,7 @@ bool map_tool_choice(FieldChecker& c, const ojson& tc, const std::vector<std::st
 std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_view body,
                                                                  const std::string& served_model,
                                                                  bool count_tokens) {
-  if (json_nesting_depth(body) > kMaxJsonDepth)
-    return FieldError{400, {}, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
+  if (auto why = json_shape_problem(body)) return FieldError{400, {}, *why};
   ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return FieldError{400, {}, "request body is not valid JSON"};
   if (!j.is_object()) return FieldError{400, {}, "request body must be a JSON object"};

@@ -30,6 +30,40 @@ int json_nesting_depth(std::string_view s) {
   return max_depth;
 }
 
+std::optional<std::string> json_shape_problem(std::string_view s) {
+  // One pass over the raw body (strings skipped): nesting depth, and keys per object (a ':' at the
+  // object's own level). Both are checked before parsing: bodies are parsed into ordered_json, whose
+  // objects insert by linear search, so one object of 400k keys would hold a handler thread for hours.
+  std::vector<int> keys;  // per open container: keys so far, -1 for an array
+  int64_t work = 0;       // what ordered_json's inserts will scan
+  bool in_str = false, esc = false;
+  for (char c : s) {
+    if (in_str) {
+      if (esc)
+        esc = false;
+      else if (c == '\\')
+        esc = true;
+      else if (c == '"')
+        in_str = false;
+    } else if (c == '"') {
+      in_str = true;
+    } else if (c == '[' || c == '{') {
+      if (static_cast<int>(keys.size()) >= kMaxJsonDepth)
+        return "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      keys.push_back(c == '{' ? 0 : -1);
+    } else if (c == ']' || c == '}') {
+      if (!keys.empty()) keys.pop_back();
+    } else if (c == ':' && !keys.empty() && keys.back() >= 0) {
+      work += keys.back();
+      if (++keys.back() > kMaxJsonObjectKeys)
+        return "a JSON object in the request body has more than " + std::to_string(kMaxJsonObjectKeys) +
+               " keys";
+      if (work > kMaxJsonKeyWork) return "the request body's objects hold too many keys in all";
+    }
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // A JSON integer as int64: false for non-integers and for unsigned values above 2^63-1 (which
@@ -204,8 +238,7 @@ ApiError api_error(int status, std::string message, std::string param, std::stri
 
 std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool chat,
                                                  const ProtocolLimits& lim) {
-  if (json_nesting_depth(body) > kMaxJsonDepth)
-    return api_error(400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  if (auto why = json_shape_problem(body)) return api_error(400, *why);
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return api_error(400, "request body is not valid JSON");
   if (!j.is_object()) return api_error(400, "request body must be a JSON object");

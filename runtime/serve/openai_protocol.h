@@ -80,7 +80,12 @@ struct ProtocolLimits {
 
 // Bracket nesting of a JSON text outside strings (checked before parsing: bounds parser and destructor work).
 int json_nesting_depth(std::string_view s);
-inline constexpr int kMaxJsonDepth = 64;  // real requests nest ~6 deep
+inline constexpr int kMaxJsonDepth = 64;         // real requests nest ~6 deep
+inline constexpr int kMaxJsonObjectKeys = 4096;  // a tool schema has tens; ordered_json inserts in O(keys)
+inline constexpr int64_t kMaxJsonKeyWork = 32'000'000;  // sum over inserts of the keys already there
+// Why a request body's shape is refused before it is parsed (too deep, an object with too many keys),
+// nullopt when it is not. Every API front checks it first.
+std::optional<std::string> json_shape_problem(std::string_view s);
 
 // Parses and validates a request body. `chat` selects the route's schema. Every count (n, max_tokens,
 // max_completion_tokens, top_logprobs, logprobs, best_of, seed, token ids, logit_bias ids) is read as a

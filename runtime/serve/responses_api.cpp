@@ -113,7 +113,7 @@ ojson output_as_messages(const json& output) {
       for (const auto& p : it.value("content", json::array())) content += p.value("text", "");
     } else if (type == "function_call") {
       const std::string args = it.value("arguments", "");
-      ojson parsed = ojson::parse(args, nullptr, false);
+      ojson parsed = json_shape_problem(args) ? ojson() : ojson::parse(args, nullptr, false);
       if (!a.contains("tool_calls")) a["tool_calls"] = ojson::array();
       a["tool_calls"].push_back(
           {{"id", it.value("call_id", "")},

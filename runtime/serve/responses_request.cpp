@@ -80,7 +80,7 @@ bool map_item(FieldChecker& c, const ojson& it, const std::string& path, ojson& 
       return c.fail(path + ".arguments", "is required");
     // Templates expect the arguments as an object (transformers' convention); text that is not one stays
     // text.
-    ojson parsed = ojson::parse(args, nullptr, false);
+    ojson parsed = json_shape_problem(args) ? ojson() : ojson::parse(args, nullptr, false);
     ojson& a = assistant_turn(msgs);
     if (!reasoning.empty()) a["reasoning_content"] = reasoning;
     reasoning.clear();
@@ -174,8 +174,7 @@ bool map_tool_choice(FieldChecker& c, const ojson& tc, const std::vector<std::st
 
 std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_view body,
                                                                    const std::string& served_model) {
-  if (json_nesting_depth(body) > kMaxJsonDepth)
-    return FieldError{400, {}, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
+  if (auto why = json_shape_problem(body)) return FieldError{400, {}, *why};
   ojson j = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return FieldError{400, {}, "request body is not valid JSON"};
   if (!j.is_object()) return FieldError{400, {}, "request body must be a JSON object"};

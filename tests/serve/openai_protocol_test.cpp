@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "runtime/serve/messages_api.h"
+#include "runtime/serve/responses_api.h"
+
 namespace spk::rt {
 namespace {
 
@@ -117,6 +122,39 @@ TEST(OpenAiProtocol, CountsAreReadIn64Bits) {
   ASSERT_EQ(lb.logit_bias.size(), 2u);
   EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","n":2,"best_of":1})", false).param, "best_of");
   EXPECT_EQ(ok(R"({"model":"tiny","prompt":"x","n":2,"best_of":2})", false).n, 2);
+}
+
+// Bodies are parsed into ordered_json (key order is what templates print), whose objects insert by
+// linear search: an object of many keys is refused from a scan before any parse, on every API (issue 29).
+TEST(OpenAiProtocol, ObjectsWithTooManyKeysAreRefusedBeforeParsing) {
+  auto object_of = [](int n) {
+    std::string o = "{";
+    for (int i = 0; i < n; ++i) o += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+    return o + "}";
+  };
+  const std::string head = R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2,)";
+  EXPECT_FALSE(json_shape_problem(head + "\"logit_bias\":" + object_of(4096) + "}").has_value());
+  for (const std::string& body :
+       {head + "\"logit_bias\":" + object_of(200000) + "}", head + "\"metadata\":" + object_of(4097) + "}"}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = bad(body, true);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(e.message.find("more than 4096 keys"), std::string::npos) << e.message;
+    EXPECT_LT(s, 1.0) << "refused from the scan, not after an O(keys^2) parse";
+    auto m = parse_messages_request(body, "tiny");
+    ASSERT_TRUE(std::holds_alternative<FieldError>(m));
+    EXPECT_EQ(std::get<FieldError>(m).status, 400);
+    auto r = parse_responses_request(R"({"model":"tiny","input":"hi","metadata":)" + object_of(5000) + "}",
+                                     "tiny");
+    ASSERT_TRUE(std::holds_alternative<FieldError>(r));
+  }
+  // Many objects of allowed size still add up: the scan bounds the total insertion work.
+  std::string many = head + "\"metadata\":[";
+  for (int i = 0; i < 8; ++i) many += (i ? "," : "") + object_of(4000);
+  auto e = bad(many + "]}", true);
+  EXPECT_NE(e.message.find("too many keys in all"), std::string::npos) << e.message;
+  // Strings are skipped: a colon or brace inside one counts for nothing.
+  EXPECT_FALSE(json_shape_problem(R"({"a":"{{{{:::::}}}}[[[["})").has_value());
 }
 
 TEST(OpenAiProtocol, ResponseShapes) {
