@@ -62,6 +62,8 @@ nlohmann::json to_json(const Recipe& r) {
             {"api_key_env", r.api_key_env},
             {"master_port", r.master_port},
             {"chat_template_kwargs", r.chat_template_kwargs},
+            {"tool_call_parser", r.tool_call_parser},
+            {"reasoning_parser", r.reasoning_parser},
             {"env", json::object()},
             {"warmup", json::array()}};
   if (r.draft)

@@ -101,13 +101,13 @@ async function main() {
   // 7. /v1/messages: thinking, text and tool_use blocks; stop_reason tool_use; streamed == not
   const an = new Anthropic({ baseURL: base, apiKey, maxRetries: 0 });
   const atools = [{ name: 'get_weather', description: 'weather', input_schema: tools[0].function.parameters }];
-  const am = await an.messages.create({ model, max_tokens: 400, tools: atools, messages });
+  const am = await an.messages.create({ model, max_tokens: 200, tools: atools, messages });
   const kinds = am.content.map((b) => b.type).join(',');
   check(kinds === 'thinking,text,tool_use', `messages blocks ${kinds}`);
   const tu = am.content.find((b) => b.type === 'tool_use');
   check(am.stop_reason === 'tool_use' && tu && tu.name === 'get_weather' && same(tu.input, ARGS) && tu.id.startsWith('toolu_'),
     `messages tool_use ${JSON.stringify(am)}`);
-  const as = await an.messages.stream({ model, max_tokens: 400, tools: atools, messages }).finalMessage();
+  const as = await an.messages.stream({ model, max_tokens: 200, tools: atools, messages }).finalMessage();
   const stu = as.content.find((b) => b.type === 'tool_use');
   check(as.stop_reason === 'tool_use' && stu && same(stu.input, ARGS) &&
     as.content.find((b) => b.type === 'thinking').thinking === REASONING, `messages stream ${JSON.stringify(as)}`);
