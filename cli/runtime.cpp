@@ -19,6 +19,7 @@
 
 #include "cli/json_out.h"
 #include "cli/verbs.h"
+#include "kernels/base/fs.h"
 #include "kernels/device_memory.h"
 #include "orchestrator/node/mem_floor.h"
 #include "runtime/chat/chat_template.h"
@@ -27,6 +28,7 @@
 #include "runtime/serve/engine.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/memory_planner.h"
+#include "runtime/serve/parser_select.h"
 #include "runtime/serve/stats_logger.h"
 #include "runtime/serve/tp_step.h"
 #include "runtime/serve/warmup.h"
@@ -60,12 +62,17 @@ struct ServeFlags {
   size_t max_body_mib = 4;
   int max_n = 16;
   uint64_t seed = 0;
-  double http_head_timeout_s = 5;      // a request head must arrive within this
-  double http_body_timeout_s = 10;     // a request body within this after its head
-  size_t http_max_connections = 4096;  // connections waiting for a request (oldest closed past it)
-  size_t http_max_queued = 1024;       // whole requests waiting for a handler thread (503 past it)
-  double mem_floor_gib = 0;            // stop when the node's MemAvailable stays below this (0 = off)
-  std::string meminfo_path;            // empty: $SPARKCTL_MEMINFO_PATH (tests), else /proc/meminfo
+  double http_head_timeout_s = 5;         // a request head must arrive within this
+  double http_body_timeout_s = 10;        // a request body within this after its head
+  size_t http_max_connections = 4096;     // connections waiting for a request (oldest closed past it)
+  size_t http_max_queued = 1024;          // whole requests waiting for a handler thread (503 past it)
+  double mem_floor_gib = 0;               // stop when the node's MemAvailable stays below this (0 = off)
+  std::string meminfo_path;               // empty: $SPARKCTL_MEMINFO_PATH (tests), else /proc/meminfo
+  std::string tool_call_parser = "auto";  // auto: by model_type / chat template; none: off
+  std::string reasoning_parser = "auto";
+  std::string default_chat_template_kwargs;  // JSON object; a request's own kwargs win key by key
+  std::string scripted_output;               // test instrument: a file of text the engine emits
+  bool enable_test_instruments = false;
 };
 
 // The exit code of a rank that stopped itself at the node's memory floor (it also leaves an exit note).
@@ -136,6 +143,19 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
                                 " needs --master HOST:PORT (rank 0's rendezvous address; rank 0 binds it)");
   if (tp && !f.dry_run_memory && !std::getenv("SPARKCTL_RDZV_TOKEN"))
     return fail(kExitUsage, "$SPARKCTL_RDZV_TOKEN is empty (export the same rendezvous token on every rank)");
+  if (!f.scripted_output.empty() && !f.enable_test_instruments)
+    return fail(kExitUsage, "--scripted-output " + f.scripted_output +
+                                " is a test instrument (answers would not come from the model); add "
+                                "--enable-test-instruments to use it");
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  if (!f.default_chat_template_kwargs.empty()) {
+    kwargs =
+        nlohmann::ordered_json::parse(f.default_chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+    if (!kwargs.is_object())
+      return fail(kExitUsage, "--default-chat-template-kwargs '" +
+                                  f.default_chat_template_kwargs.substr(0, 200) +
+                                  "' is not a JSON object (write e.g. '{\"enable_thinking\": false}')");
+  }
   if (f.kv_cache_dtype != "auto")
     return fail(kExitUsage, "--kv-cache-dtype " + f.kv_cache_dtype +
                                 " is not built yet (the KV cache uses the backend's dtype; pass auto)");
@@ -249,6 +269,27 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (!tok.ok()) return fail(kExitFailed, tok.error().what());
   auto chat = rt::load_chat_config(f.model);
   if (!chat.ok()) return fail(kExitFailed, chat.error().what());
+  const std::string model_type = rt::read_model_type(f.model);
+  auto parsing =
+      rt::select_parsers(f.tool_call_parser, f.reasoning_parser, model_type, chat->template_source);
+  if (!parsing.ok()) return fail(kExitUsage, parsing.error().what());
+  spdlog::info("output parsers (model_type {}): tool calls {}, reasoning {}",
+               model_type.empty() ? "?" : model_type,
+               parsing->tool_call_parser.empty() ? "none" : parsing->tool_call_parser,
+               parsing->reasoning_parser.empty() ? "none" : parsing->reasoning_parser);
+  std::vector<int32_t> scripted;
+  if (!f.scripted_output.empty()) {
+    auto text = read_file(f.scripted_output);
+    if (!text.ok()) return fail(kExitUsage, "--scripted-output: " + text.error().what());
+    scripted = (*tok)->encode(*text, /*add_special_tokens=*/false);
+    if (scripted.empty())
+      return fail(kExitUsage,
+                  "--scripted-output " + f.scripted_output + " is empty (write the text to emit)");
+    spdlog::warn(
+        "TEST INSTRUMENT: --scripted-output {}: every sequence emits these {} tokens instead of "
+        "sampling, then eos; the answers do not come from the model",
+        f.scripted_output, scripted.size());
+  }
   // Rank 0 of a group drives the workers through the leader (every allocate/forward broadcast first).
   std::unique_ptr<rt::LeaderModel> leader;
   if (group)
@@ -268,6 +309,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   ec.max_model_len = max_len;
   ec.eos_ids = mc.eos_token_ids;
   ec.base_seed = f.seed;
+  ec.scripted_tokens = std::move(scripted);
   rt::Engine engine(em, ec, &metrics);
   metrics.set_gauge_source([&engine] { return engine.gauges(); });
 
@@ -285,6 +327,8 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   hc.body_timeout_ms = static_cast<int>(f.http_body_timeout_s * 1000);
   hc.max_connections = f.http_max_connections;
   hc.max_queued = f.http_max_queued;
+  hc.parsing = *parsing;
+  hc.default_chat_template_kwargs = kwargs;
   rt::HttpServer server(hc, engine, *tok, *chat, metrics);
 
   if (Status st = server.bind(); !st.ok()) return fail(kExitFailed, st.error().what());
@@ -394,6 +438,23 @@ void setup_runtime(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(0.0, 4096.0));
   s->add_option("--meminfo-path", f->meminfo_path, "where MemAvailable is read (tests point it at a file)")
       ->group("");
+  s->add_option("--tool-call-parser", f->tool_call_parser,
+                "tool-call parser: hermes, qwen3_coder, minimax_m2, deepseek_v3, deepseek_v31, auto (by "
+                "model_type and chat template) or none");
+  s->add_option(
+      "--reasoning-parser", f->reasoning_parser,
+      "reasoning parser (<think>...</think> -> reasoning_content): qwen3, deepseek_r1, minimax, auto "
+      "or none");
+  s->add_option("--default-chat-template-kwargs", f->default_chat_template_kwargs,
+                "JSON object passed to the chat template under each request's chat_template_kwargs "
+                "(e.g. '{\"enable_thinking\": false}')");
+  s->add_option(
+       "--scripted-output", f->scripted_output,
+       "TEST INSTRUMENT: every sequence emits this file's text (tokenized) instead of sampling, then "
+       "eos; needs --enable-test-instruments")
+      ->check(CLI::ExistingFile);
+  s->add_flag("--enable-test-instruments", f->enable_test_instruments,
+              "allow test instruments (--scripted-output); never on a serving deployment");
   s->callback([f, &ctx] { ctx.exit_code = run_serve(*f, ctx); });
 }
 

@@ -71,9 +71,15 @@ std::vector<std::string> serve_argv(const Recipe& r, const Node& n, int rank, co
         {"--max-num-batched-tokens", std::to_string(r.max_num_batched_tokens)},
         {"--block-size", std::to_string(r.block_size)},
         {"--kv-cache-dtype", r.kv_cache_dtype},
+        {"--tool-call-parser", r.tool_call_parser},
+        {"--reasoning-parser", r.reasoning_parser},
         {"--state-dir", n.state_dir}}) {
     a.push_back(flag);
     a.push_back(value);
+  }
+  if (r.chat_template_kwargs.is_object() && !r.chat_template_kwargs.empty()) {
+    a.push_back("--default-chat-template-kwargs");
+    a.push_back(r.chat_template_kwargs.dump());
   }
   return a;
 }

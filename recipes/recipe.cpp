@@ -63,6 +63,8 @@ nlohmann::json to_json(const Recipe& r) {
             {"master_port", r.master_port},
             {"mem_floor_gib", r.mem_floor_gib},
             {"chat_template_kwargs", r.chat_template_kwargs},
+            {"tool_call_parser", r.tool_call_parser},
+            {"reasoning_parser", r.reasoning_parser},
             {"env", json::object()},
             {"warmup", json::array()}};
   if (r.draft)

@@ -6,8 +6,8 @@
 //   draft: {model, revision, method: eagle3|eagle|mtp|ngram, num_tokens}
 //   tensor_parallel, nodes, kv_cache_dtype, block_size, max_model_len, max_num_seqs,
 //   max_num_batched_tokens, gpu_memory_utilization, device_memory_gib (cpu), port, bind, api_key_env,
-//   master_port, mem_floor_gib, chat_template_kwargs: {k: v}, env: {NAME: value}, warmup: [{prompt_tokens,
-//   max_tokens, repeat}]
+//   master_port, mem_floor_gib, chat_template_kwargs: {k: v}, tool_call_parser, reasoning_parser,
+//   env: {NAME: value}, warmup: [{prompt_tokens, max_tokens, repeat}]
 #pragma once
 
 #include <cstdint>
@@ -87,7 +87,9 @@ struct Recipe {
   double mem_floor_gib = 0;
 
   nlohmann::json chat_template_kwargs = nlohmann::json::object();  // defaults passed to the chat template
-  std::vector<std::pair<std::string, std::string>> env;            // extra env for every rank (NCCL knobs)
+  std::string tool_call_parser = "auto";  // runtime --tool-call-parser: a family, auto (by model) or none
+  std::string reasoning_parser = "auto";  // runtime --reasoning-parser
+  std::vector<std::pair<std::string, std::string>> env;  // extra env for every rank (NCCL knobs)
   std::vector<WarmupPattern> warmup{WarmupPattern{}};
 
   // Where it came from: "embedded" or the file path; `file` is the name diagnostics use.

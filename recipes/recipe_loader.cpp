@@ -35,6 +35,8 @@ constexpr std::string_view kTopKeys[] = {"name",
                                          "master_port",
                                          "mem_floor_gib",
                                          "chat_template_kwargs",
+                                         "tool_call_parser",
+                                         "reasoning_parser",
                                          "env",
                                          "warmup"};
 constexpr std::string_view kModelKeys[] = {"hub", "path", "synthetic", "revision", "served_name"};
@@ -46,6 +48,10 @@ constexpr std::string_view kKvDtypes[] = {"auto",     "bf16",     "fp16", "fp32"
 constexpr std::string_view kArchs[] = {"qwen3", "qwen2", "llama", "mistral"};
 constexpr std::string_view kTokenizers[] = {"qwen3", "llama3_1", "deepseek_v3", "gptoss"};
 constexpr std::string_view kMethods[] = {"eagle3", "eagle", "mtp", "ngram"};
+// The runtime's parser names (runtime/serve/tool_parser.cpp, reasoning_parser.cpp) plus auto and none.
+constexpr std::string_view kToolParsers[] = {"auto",       "none",        "hermes",      "qwen3_coder",
+                                             "minimax_m2", "deepseek_v3", "deepseek_v31"};
+constexpr std::string_view kReasoningParsers[] = {"auto", "none", "qwen3", "deepseek_r1", "minimax"};
 constexpr std::string_view kBackends[] = {"cuda", "cpu"};
 constexpr std::string_view kPresets[] = {"tiny", "small", "8b"};  // `sparkctl dev synth-model --preset`
 
@@ -337,6 +343,8 @@ class Loader {
   }
 
   void extras() {
+    if (auto v = choice(root_, "tool_call_parser", "", kToolParsers)) r_.tool_call_parser = *v;
+    if (auto v = choice(root_, "reasoning_parser", "", kReasoningParsers)) r_.reasoning_parser = *v;
     YAML::Node kw = YamlReader::find(root_, "chat_template_kwargs");
     if (kw.IsDefined() && !kw.IsNull()) {
       if (!kw.IsMap()) {

@@ -30,6 +30,7 @@ struct ChatConfig {
   std::shared_ptr<ChatTemplate> chat_template;  // null when the file has none
   std::string bos_token;
   std::string eos_token;
+  std::string template_source;  // the template's text (parser defaults look for the families' markers)
 };
 Result<ChatConfig> load_chat_config(const std::string& model_dir);
 

@@ -24,6 +24,14 @@ struct OutputDelta {
   std::string id, name;  // tool_call_begin only
 };
 
+// A content or reasoning delta.
+inline OutputDelta text_delta(OutputDelta::Kind kind, std::string text) {
+  OutputDelta d;
+  d.kind = kind;
+  d.text = std::move(text);
+  return d;
+}
+
 struct ChoiceOutput {
   int index = 0;
   std::string content, reasoning;

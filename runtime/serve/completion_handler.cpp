@@ -97,8 +97,22 @@ void Generation::abort_all() {
     }
 }
 
+void apply_default_kwargs(ApiRequest& req, const nlohmann::ordered_json& defaults) {
+  if (!defaults.is_object() || defaults.empty()) return;
+  nlohmann::ordered_json merged = defaults;
+  for (auto it = req.chat_template_kwargs.begin(); it != req.chat_template_kwargs.end(); ++it)
+    merged[it.key()] = it.value();
+  req.chat_template_kwargs = std::move(merged);
+}
+
+bool parses_tool_calls(const ApiRequest& req, const OutputParsing& parsing) {
+  return req.chat && !parsing.tool_call_parser.empty() && req.tools.is_array() && !req.tools.empty() &&
+         req.tool_choice != "none";
+}
+
 std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& chat, const Tokenizer& tok,
-                                                             const ApiRequest& req) {
+                                                             const ApiRequest& req,
+                                                             std::string* prompt_text) {
   if (!chat.chat_template)
     return api_error(400, "this model has no chat template (tokenizer_config.json has no chat_template)",
                      "messages");
@@ -115,14 +129,16 @@ std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& c
     return api_error(400, "the chat template cannot render this request: " + template_problem(text.error()),
                      kwargs ? "chat_template_kwargs" : "messages");
   }
+  if (prompt_text) *prompt_text = *text;
   return tok.encode(*text, /*add_special_tokens=*/false);  // the template already wrote bos
 }
 
-std::optional<ApiError> Generation::start(const ChatConfig& chat) {
+std::optional<ApiError> Generation::start(const ChatConfig& chat, const OutputParsing& parsing) {
   std::vector<int32_t> ids;
+  std::string prompt_text;
   const char* prompt_param = req_.chat ? "messages" : "prompt";
   if (req_.chat) {
-    auto r = chat_prompt_ids(chat, *tok_, req_);
+    auto r = chat_prompt_ids(chat, *tok_, req_, &prompt_text);
     if (auto* e = std::get_if<ApiError>(&r)) return *e;
     ids = std::move(std::get<std::vector<int32_t>>(r));
   } else if (req_.prompt_is_ids) {
@@ -169,6 +185,16 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat) {
   SamplingParams sp = to_sampling(g);
   if (Status st = validate(sp); !st.ok()) return api_error(400, st.error().message);
 
+  OutputParserOptions po;
+  po.stop = g.stop;
+  if (req_.chat) {
+    po.reasoning_parser = parsing.reasoning_parser;
+    po.reasoning_starts_inside = starts_in_reasoning(parsing.reasoning_parser, prompt_text);
+    if (parses_tool_calls(req_, parsing)) {
+      po.tool_call_parser = parsing.tool_call_parser;
+      po.tools = ToolSchemas(req_.tools);
+    }
+  }
   choices_.resize(static_cast<size_t>(req_.n));
   for (int i = 0; i < req_.n; ++i) {
     SamplingParams spi = sp;
@@ -186,10 +212,15 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat) {
     c.pending.index = i;
     c.sub = *sub;
     c.dec = std::make_unique<IncrementalDecoder>(tok_, /*skip_special_tokens=*/true);
-    c.stop = std::make_unique<StopChecker>(g.stop);
+    c.parser = std::make_unique<OutputParser>(po);
   }
   metrics_.prompt_tokens(prompt_tokens_);
   return std::nullopt;
+}
+
+void Generation::keep_text(ChoiceState& c, size_t from) {
+  for (size_t i = from; i < c.deltas.size(); ++i)
+    if (c.deltas[i].kind == OutputDelta::Kind::content) c.pending.text += c.deltas[i].text;
 }
 
 void Generation::consume(ChoiceState& c, SeqUpdate& u) {
@@ -201,16 +232,15 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
       c.pending.token_texts.push_back(tok_->decode({t}, false));
       c.pending.token_logprobs.push_back(u.logprobs[i]);
     }
-    auto o = c.stop->push(piece);
-    c.pending.text += o.emit;
-    c.full_text += o.emit;
-    if (!o.emit.empty()) c.deltas.push_back({OutputDelta::Kind::content, o.emit});
-    if (o.stopped) {  // a stop string: this choice is over, free its blocks now
+    const size_t from = c.deltas.size();
+    if (c.parser->push(piece, c.deltas)) {  // a stop string: this choice is over, free its blocks now
+      c.parser->finish(c.deltas);
       engine_.abort(c.sub.id);
       c.done = true;
       c.finish = FinishReason::stop;
       c.completion_tokens = c.consumed;
     }
+    keep_text(c, from);
   }
   if (u.done && !c.done) {
     c.done = true;
@@ -219,13 +249,19 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
       c.error = u.error;
       return;
     }
-    auto o = c.stop->push(c.dec->finish());
-    std::string tail = o.emit + (o.stopped ? std::string() : c.stop->flush());
-    c.pending.text += tail;
-    c.full_text += tail;
-    if (!tail.empty()) c.deltas.push_back({OutputDelta::Kind::content, tail});
-    c.finish = o.stopped ? FinishReason::stop : u.finish;
+    const size_t from = c.deltas.size();
+    const bool stopped = c.parser->push(c.dec->finish(), c.deltas);
+    c.parser->finish(c.deltas);
+    keep_text(c, from);
+    c.finish = stopped ? FinishReason::stop : u.finish;
   }
+}
+
+// length wins (a call cut off is no call); then tool_calls when any call was reported.
+std::string Generation::finish_of(const ChoiceState& c) const {
+  if (c.finish == FinishReason::length) return "length";
+  if (c.done && !c.parser->output().tool_calls.empty()) return "tool_calls";
+  return finish_name(c.finish);
 }
 
 bool Generation::poll(std::chrono::milliseconds timeout) {
@@ -247,11 +283,53 @@ bool Generation::all_done() const {
   return true;
 }
 
+// A chat choice's chunks: one per structured delta (consecutive text of one kind merged), the first with
+// the assistant role, the last with the round's logprobs and, when finishing, the finish_reason.
+std::string Generation::chat_stream_events(ChoiceState& c, bool finishing) {
+  std::vector<nlohmann::json> deltas;
+  OutputDelta::Kind last{};
+  for (auto& d : c.deltas) {
+    const bool text = d.kind == OutputDelta::Kind::content || d.kind == OutputDelta::Kind::reasoning;
+    if (text && d.text.empty()) continue;
+    if (text && !deltas.empty() && last == d.kind) {
+      auto& j = deltas.back()[d.kind == OutputDelta::Kind::content ? "content" : "reasoning_content"];
+      j = j.get<std::string>() + d.text;
+      continue;
+    }
+    deltas.push_back(chat_delta_json(d));
+    last = d.kind;
+  }
+  c.deltas.clear();
+  const bool logprobs = !c.pending.token_texts.empty();
+  if (deltas.empty() && !logprobs && !finishing && c.role_sent) return {};
+  if (deltas.empty()) deltas.push_back(nlohmann::json::object());
+  std::string ev;
+  for (size_t k = 0; k < deltas.size(); ++k) {
+    nlohmann::json& d = deltas[k];
+    if (!c.role_sent) {
+      if (d.empty()) d["content"] = "";
+      d["role"] = "assistant";
+      c.role_sent = true;
+    }
+    const bool tail = k + 1 == deltas.size();
+    Choice lp;
+    if (tail) {
+      lp.token_texts = std::move(c.pending.token_texts);
+      lp.token_logprobs = std::move(c.pending.token_logprobs);
+    }
+    ev += sse_event(chat_delta_chunk(id_, created_, model_, c.index, d,
+                                     tail && finishing ? finish_of(c) : std::string(), req_.logprobs && tail,
+                                     lp));
+  }
+  c.pending = Choice{};
+  c.pending.index = c.index;
+  return ev;
+}
+
 std::string Generation::take_stream_events() {
   std::string ev;
   for (auto& c : choices_) {
     bool finishing = c.done && !c.finish_sent;
-    if (c.pending.text.empty() && c.pending.token_texts.empty() && !finishing && c.role_sent) continue;
     if (!c.error.empty() && finishing) {
       spdlog::warn("generation {} choice {}: {}", id_, c.index, c.error);
       ev += sse_event(
@@ -259,13 +337,19 @@ std::string Generation::take_stream_events() {
       c.finish_sent = true;
       continue;
     }
+    if (req_.chat) {
+      ev += chat_stream_events(c, finishing);
+      if (finishing) c.finish_sent = true;
+      continue;
+    }
+    c.deltas.clear();  // completions stream their text (pending) only
+    if (c.pending.text.empty() && c.pending.token_texts.empty() && !finishing && c.role_sent) continue;
     Choice d = std::move(c.pending);
     c.pending = Choice{};
     c.pending.index = c.index;
     d.index = c.index;
     d.finish_reason = finishing ? finish_name(c.finish) : "";
-    ev += sse_event(req_.chat ? chat_chunk(id_, created_, model_, d, !c.role_sent, req_.logprobs)
-                              : completion_chunk(id_, created_, model_, d, req_.logprobs));
+    ev += sse_event(completion_chunk(id_, created_, model_, d, req_.logprobs));
     c.role_sent = true;
     if (finishing) c.finish_sent = true;
   }
@@ -288,14 +372,12 @@ std::vector<OutputDelta> Generation::take_deltas(int i) {
   return out;
 }
 
-// Today every byte is content; the tool-call and reasoning parsers (issue 26) split it.
 ChoiceOutput Generation::output(int i) const {
   const auto& c = choices_.at(static_cast<size_t>(i));
-  ChoiceOutput o;
+  ChoiceOutput o = c.parser ? c.parser->output() : ChoiceOutput{};
   o.index = c.index;
-  o.content = c.full_text;
-  o.finish_reason = finish_name(c.finish);
-  if (c.stop && c.stop->stopped()) o.stop_sequence = c.stop->matched();
+  o.finish_reason = finish_of(c);
+  if (c.parser && c.parser->stopped()) o.stop_sequence = c.parser->stop_matched();
   return o;
 }
 
@@ -321,11 +403,14 @@ std::variant<nlohmann::json, ApiError> Generation::response() const {
       return api_error(500, "generation failed: " + client_failure(c.error), {}, "internal_error");
     }
     Choice ch;
+    const ChoiceOutput& o = c.parser->output();
     ch.index = c.index;
-    ch.text = c.full_text;
+    ch.text = o.content;
+    ch.reasoning = o.reasoning;
+    ch.tool_calls = o.tool_calls;
     ch.token_texts = c.pending.token_texts;  // non-streaming: pending keeps every token
     ch.token_logprobs = c.pending.token_logprobs;
-    ch.finish_reason = finish_name(c.finish);
+    ch.finish_reason = req_.chat ? finish_of(c) : finish_name(c.finish);
     u.completion_tokens += c.completion_tokens;
     out.push_back(std::move(ch));
   }

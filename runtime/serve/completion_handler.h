@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "runtime/chat/chat_template.h"
-#include "runtime/sampler/stop_checker.h"
 #include "runtime/serve/chat_output.h"
 #include "runtime/serve/engine.h"
 #include "runtime/serve/metrics.h"
 #include "runtime/serve/openai_protocol.h"
+#include "runtime/serve/output_parser.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace spk::rt {
@@ -24,10 +24,9 @@ struct ChoiceState {
   int index = 0;
   Submitted sub;
   std::unique_ptr<IncrementalDecoder> dec;
-  std::unique_ptr<StopChecker> stop;
-  Choice pending;  // text (and logprobs) not yet sent
-  std::string full_text;
-  std::vector<OutputDelta> deltas;  // structured output not yet taken (take_deltas)
+  std::unique_ptr<OutputParser> parser;  // reasoning -> stop strings -> tool calls
+  Choice pending;                        // content text (and logprobs) not yet sent
+  std::vector<OutputDelta> deltas;       // structured output not yet taken (take_deltas / chat stream)
   int completion_tokens = 0;
   int consumed = 0;  // tokens taken from the channel
   bool done = false;
@@ -40,8 +39,17 @@ struct ChoiceState {
 // A chat request's prompt as token ids: chat_template_kwargs, messages, tools rendered by the model's
 // template, then tokenized (what Generation::start submits; /v1/messages/count_tokens counts it). Errors
 // name the field the template choked on (never a server path).
+// `prompt_text`, when given, receives the rendered text (the reasoning parser looks for an open <think>).
 std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& chat, const Tokenizer& tok,
-                                                             const ApiRequest& req);
+                                                             const ApiRequest& req,
+                                                             std::string* prompt_text = nullptr);
+
+// The server's --default-chat-template-kwargs under the request's own (the request wins key by key).
+void apply_default_kwargs(ApiRequest& req, const nlohmann::ordered_json& defaults);
+
+// Whether a chat request's output goes through the tool-call parser: a parser is set, the request has
+// tools and tool_choice is not "none".
+bool parses_tool_calls(const ApiRequest& req, const OutputParsing& parsing);
 
 // A live request: its choices and the bookkeeping to answer it.
 class Generation {
@@ -50,8 +58,8 @@ class Generation {
              std::string model_name);
   ~Generation();  // aborts whatever still runs
 
-  // Tokenizes and submits. An ApiError means nothing was submitted.
-  std::optional<ApiError> start(const ChatConfig& chat);
+  // Tokenizes and submits. An ApiError means nothing was submitted. `parsing` applies to chat requests.
+  std::optional<ApiError> start(const ChatConfig& chat, const OutputParsing& parsing = {});
 
   // Waits up to `timeout` for news on any choice; updates pending text. True when something changed.
   bool poll(std::chrono::milliseconds timeout);
@@ -80,6 +88,9 @@ class Generation {
 
  private:
   void consume(ChoiceState& c, SeqUpdate& u);
+  void keep_text(ChoiceState& c, size_t from);
+  [[nodiscard]] std::string finish_of(const ChoiceState& c) const;
+  std::string chat_stream_events(ChoiceState& c, bool finishing);
 
   Engine& engine_;
   std::shared_ptr<const Tokenizer> tok_;

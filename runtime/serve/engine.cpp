@@ -240,6 +240,13 @@ void Engine::step() {
     } else {
       lp = sampled_[r].logprob;
     }
+    if (!cfg_.scripted_tokens.empty()) {
+      const auto k = static_cast<size_t>(s.num_generated());
+      if (k < cfg_.scripted_tokens.size())
+        tok = cfg_.scripted_tokens[k];
+      else if (!cfg_.eos_ids.empty())
+        tok = cfg_.eos_ids.front();
+    }
     s.tokens.push_back(tok);
     const int gen = s.num_generated();
     if (metrics_) {

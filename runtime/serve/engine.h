@@ -34,6 +34,10 @@ struct EngineConfig {
   std::vector<int32_t> eos_ids;
   uint64_t base_seed = 0;     // unseeded requests get base_seed + a per-sequence counter
   size_t max_waiting = 4096;  // queue bound; beyond it submit() is refused (HTTP 429)
+  // Test instrument (runtime serve --scripted-output, only with --enable-test-instruments): every
+  // sequence's k-th generated token is scripted_tokens[k] instead of the sampled one, then eos_ids[0]
+  // once the script is spent. The model still runs every step (same timing, same KV traffic).
+  std::vector<int32_t> scripted_tokens;
 };
 
 // Tokens for one sequence since the last take(), plus how it ended.

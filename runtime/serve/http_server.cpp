@@ -461,9 +461,10 @@ void HttpServer::routes() {
       ProtocolLimits lim{cfg_.served_model_name, cfg_.max_n, 0};
       auto parsed = parse_request(req.body, chat, lim);
       if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
-      auto gen = std::make_shared<Generation>(
-          engine_, tok_, metrics_, std::move(std::get<ApiRequest>(parsed)), cfg_.served_model_name);
-      if (auto e = gen->start(chat_)) return send_error(res, *e);
+      auto& q = std::get<ApiRequest>(parsed);
+      if (chat) apply_default_kwargs(q, cfg_.default_chat_template_kwargs);
+      auto gen = std::make_shared<Generation>(engine_, tok_, metrics_, std::move(q), cfg_.served_model_name);
+      if (auto e = gen->start(chat_, cfg_.parsing)) return send_error(res, *e);
       drive(req, res, gen, std::make_shared<OpenAiFront>(), gen->request().stream);
     };
   };
@@ -473,9 +474,10 @@ void HttpServer::routes() {
       return send_body(res, e->status, anthropic_error_body(*e));
     auto& m = std::get<MessagesRequest>(parsed);
     const bool stream = m.api.stream;
+    apply_default_kwargs(m.api, cfg_.default_chat_template_kwargs);
     auto gen =
         std::make_shared<Generation>(engine_, tok_, metrics_, std::move(m.api), cfg_.served_model_name);
-    if (auto e = gen->start(chat_))
+    if (auto e = gen->start(chat_, cfg_.parsing))
       return send_body(res, e->status, anthropic_error_body(from_api_error(*e)));
     drive(req, res, gen, std::make_shared<MessagesFront>(cfg_.served_model_name, gen->usage().prompt_tokens),
           stream);
@@ -484,7 +486,9 @@ void HttpServer::routes() {
     auto parsed = parse_messages_request(req.body, cfg_.served_model_name, /*count_tokens=*/true);
     if (auto* e = std::get_if<FieldError>(&parsed))
       return send_body(res, e->status, anthropic_error_body(*e));
-    auto ids = chat_prompt_ids(chat_, *tok_, std::get<MessagesRequest>(parsed).api);
+    auto& api = std::get<MessagesRequest>(parsed).api;
+    apply_default_kwargs(api, cfg_.default_chat_template_kwargs);
+    auto ids = chat_prompt_ids(chat_, *tok_, api);
     if (auto* e = std::get_if<ApiError>(&ids))
       return send_body(res, e->status, anthropic_error_body(from_api_error(*e)));
     send_body(res, 200, {{"input_tokens", std::get<std::vector<int32_t>>(ids).size()}});
@@ -494,8 +498,9 @@ void HttpServer::routes() {
     if (auto* e = std::get_if<FieldError>(&parsed)) return send_body(res, e->status, openai_error_body(*e));
     auto& r = std::get<ResponsesRequest>(parsed);
     if (auto e = resolve_history(r, responses_)) return send_body(res, e->status, openai_error_body(*e));
+    apply_default_kwargs(r.api, cfg_.default_chat_template_kwargs);
     auto gen = std::make_shared<Generation>(engine_, tok_, metrics_, r.api, cfg_.served_model_name);
-    if (auto e = gen->start(chat_)) {
+    if (auto e = gen->start(chat_, cfg_.parsing)) {
       FieldError fe{e->status, e->param == "messages" ? "input" : e->param, e->message, e->code};
       return send_body(res, fe.status, openai_error_body(fe));
     }

@@ -21,6 +21,7 @@
 #include "runtime/serve/engine.h"
 #include "runtime/serve/http_front.h"
 #include "runtime/serve/metrics.h"
+#include "runtime/serve/output_parser.h"
 #include "runtime/serve/response_store.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -46,6 +47,9 @@ struct HttpConfig {
   size_t max_connections = 4096;
   size_t max_queued = 1024;
   size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
+  OutputParsing parsing;              // --tool-call-parser / --reasoning-parser ("" = none)
+  nlohmann::ordered_json default_chat_template_kwargs =
+      nlohmann::ordered_json::object();  // under the request's
 };
 
 class HttpServer {

@@ -242,6 +242,7 @@ std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_vie
       tc && !map_tool_choice(c, *tc, names, r.tool_choice))
     return *c.err;
   if (!tools.empty() && r.tool_choice != "none") q.tools = tools;
+  q.tool_choice = r.tool_choice;
 
   if (const ojson* th = c.object(j, "thinking", "thinking")) {
     std::string type;

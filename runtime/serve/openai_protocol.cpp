@@ -1,5 +1,6 @@
 #include "runtime/serve/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace spk::rt {
@@ -216,6 +217,58 @@ void parse_common(Reader& r, ApiRequest& q, const ProtocolLimits& lim) {
   r.boolean("ignore_eos", g.ignore_eos);
 }
 
+// tool_choice: auto | none | required | {"type":"function","function":{"name"}} naming one of `tools`.
+std::optional<ApiError> check_tool_choice(const json& j) {
+  auto it = j.find("tool_choice");
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  const json& tc = *it;
+  std::vector<std::string> names;
+  if (auto t = j.find("tools"); t != j.end() && t->is_array())
+    for (const auto& tool : *t) {
+      const json* fn = tool.is_object() && tool.contains("function") ? &tool["function"] : nullptr;
+      if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+        return api_error(
+            400, "every entry of 'tools' must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+            "tools");
+      names.push_back((*fn)["name"].get<std::string>());
+    }
+  auto list = [&] {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s.empty() ? std::string("none") : s;
+  };
+  if (tc.is_string()) {
+    const std::string v = tc.get<std::string>();
+    if (v == "auto" || v == "none") return std::nullopt;
+    if (v == "required") {
+      if (names.empty())
+        return api_error(400, "'tool_choice' is 'required' but the request has no 'tools'", "tool_choice");
+      return std::nullopt;
+    }
+    return api_error(
+        400,
+        "'tool_choice' is '" + v.substr(0, 64) +
+            "', must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+        "tool_choice");
+  }
+  const json* fn = tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") &&
+                           tc["function"].is_object()
+                       ? &tc["function"]
+                       : nullptr;
+  if (!fn || !fn->contains("name") || !(*fn)["name"].is_string())
+    return api_error(400,
+                     "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"function\": "
+                     "{\"name\": ...}}",
+                     "tool_choice");
+  const std::string name = (*fn)["name"].get<std::string>();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    return api_error(400,
+                     "'tool_choice' names function '" + name.substr(0, 128) +
+                         "', which is not in 'tools' (the request's tools: " + list() + ")",
+                     "tool_choice");
+  return std::nullopt;
+}
+
 }  // namespace
 
 json ApiError::body() const {
@@ -264,12 +317,14 @@ std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool cha
         return api_error(400, "every message must be an object with a string 'role'", "messages");
     if (const json* t = r.get("tools"); t && !t->is_array())
       return api_error(400, "'tools' must be an array", "tools");
+    if (auto e = check_tool_choice(j)) return *e;
     if (const json* k = r.get("chat_template_kwargs"); k && !k->is_object())
       return api_error(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
     // Second parse, order-preserving, for what the chat template sees (the body is valid JSON here).
     auto oj = nlohmann::ordered_json::parse(body, nullptr, false);
     q.messages = oj["messages"];
     if (oj.contains("tools") && !oj["tools"].is_null()) q.tools = oj["tools"];
+    if (oj.contains("tool_choice") && !oj["tool_choice"].is_null()) q.tool_choice = oj["tool_choice"];
     if (oj.contains("chat_template_kwargs") && !oj["chat_template_kwargs"].is_null())
       q.chat_template_kwargs = oj["chat_template_kwargs"];
     r.boolean("add_generation_prompt", q.add_generation_prompt);
@@ -372,11 +427,23 @@ json chat_response(const std::string& id, int64_t created, const std::string& mo
                    const std::vector<Choice>& choices, const Usage& usage, bool logprobs) {
   json out = envelope(id, "chat.completion", created, model);
   json cs = json::array();
-  for (const auto& c : choices)
+  for (const auto& c : choices) {
+    json msg = {{"role", "assistant"}, {"content", c.text}};
+    if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
+    if (!c.tool_calls.empty()) {
+      if (c.text.empty()) msg["content"] = nullptr;  // OpenAI: content is null beside tool calls
+      json calls = json::array();
+      for (const auto& t : c.tool_calls)
+        calls.push_back({{"id", t.id},
+                         {"type", "function"},
+                         {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+      msg["tool_calls"] = calls;
+    }
     cs.push_back({{"index", c.index},
-                  {"message", {{"role", "assistant"}, {"content", c.text}}},
+                  {"message", msg},
                   {"logprobs", logprobs ? chat_logprobs(c) : json(nullptr)},
                   {"finish_reason", finish(c)}});
+  }
   out["choices"] = cs;
   out["usage"] = usage.to_json();
   return out;
@@ -402,6 +469,35 @@ json chat_chunk(const std::string& id, int64_t created, const std::string& model
                                  {"delta", delta},
                                  {"logprobs", logprobs ? chat_logprobs(d) : json(nullptr)},
                                  {"finish_reason", finish(d)}}});
+  return out;
+}
+
+json chat_delta_json(const OutputDelta& d) {
+  switch (d.kind) {
+    case OutputDelta::Kind::content:
+      return {{"content", d.text}};
+    case OutputDelta::Kind::reasoning:
+      return {{"reasoning_content", d.text}};
+    case OutputDelta::Kind::tool_call_begin:
+      return {{"tool_calls", json::array({{{"index", d.tool_index},
+                                           {"id", d.id},
+                                           {"type", "function"},
+                                           {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+    case OutputDelta::Kind::tool_call_arguments:
+      return {
+          {"tool_calls", json::array({{{"index", d.tool_index}, {"function", {{"arguments", d.text}}}}})}};
+  }
+  return json::object();
+}
+
+json chat_delta_chunk(const std::string& id, int64_t created, const std::string& model, int index,
+                      const json& delta, const std::string& finish_reason, bool logprobs, const Choice& lp) {
+  json out = envelope(id, "chat.completion.chunk", created, model);
+  out["choices"] =
+      json::array({{{"index", index},
+                    {"delta", delta},
+                    {"logprobs", logprobs ? chat_logprobs(lp) : json(nullptr)},
+                    {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}}});
   return out;
 }
 

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/serve/chat_output.h"
+
 namespace spk::rt {
 
 struct ApiError {
@@ -54,6 +56,10 @@ struct ApiRequest {
   // and must match what HF renders byte for byte.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // null when absent
+  // "auto" | "none" | "required" | {"type":"function","function":{"name"}}; null when absent (= auto).
+  // Validated (a named function must be one of `tools`); "none" turns tool-call parsing off. Not enforced
+  // on the sampler: "required" and a named function do not constrain decoding (no grammar sampling).
+  nlohmann::ordered_json tool_choice;
   nlohmann::ordered_json chat_template_kwargs =
       nlohmann::ordered_json::object();  // {"enable_thinking": false}
   bool add_generation_prompt = true;
@@ -96,10 +102,12 @@ std::variant<ApiRequest, ApiError> parse_request(std::string_view body, bool cha
 // One finished (or streamed) choice.
 struct Choice {
   int index = 0;
-  std::string text;
+  std::string text;                      // content
+  std::string reasoning;                 // chat: reasoning_content
+  std::vector<ToolCall> tool_calls;      // chat: message.tool_calls
   std::vector<std::string> token_texts;  // logprobs: one entry per generated token
   std::vector<float> token_logprobs;
-  std::string finish_reason;  // "stop" | "length" | "" (still running, streams only)
+  std::string finish_reason;  // "stop" | "length" | "tool_calls" | "" (still running, streams only)
 };
 
 struct Usage {
@@ -118,6 +126,13 @@ nlohmann::json completion_chunk(const std::string& id, int64_t created, const st
                                 const Choice& delta, bool logprobs);
 nlohmann::json chat_chunk(const std::string& id, int64_t created, const std::string& model,
                           const Choice& delta, bool first, bool logprobs);
+// One structured delta as a chat chunk's `delta`: {"content"}, {"reasoning_content"}, or {"tool_calls":
+// [{"index", "id", "type", "function": {"name", "arguments": ""}}]} / [{"index", "function": {"arguments"}}].
+nlohmann::json chat_delta_json(const OutputDelta& d);
+// A chat chunk around one `delta` object; `finish_reason` "" = null; logprobs from `lp` when `logprobs`.
+nlohmann::json chat_delta_chunk(const std::string& id, int64_t created, const std::string& model, int index,
+                                const nlohmann::json& delta, const std::string& finish_reason, bool logprobs,
+                                const Choice& lp);
 nlohmann::json usage_chunk(const std::string& id, int64_t created, const std::string& model, bool chat,
                            const Usage& usage);
 nlohmann::json models_response(const std::string& model, int64_t created, int max_model_len);

@@ -31,7 +31,8 @@ struct ResponsesRequest {
   // The request's settings echoed in the response object (tools as sent, tool_choice, reasoning, ...).
   nlohmann::json echo = nlohmann::json::object();
   // "auto" | "none" | "required" | {"type":"function","function":{"name"}} (OpenAI chat form); null when
-  // absent. "none" drops the tools from the prompt. NOT enforced yet: Generation takes no tool_choice.
+  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). Not enforced
+  // on the sampler (no constrained decoding).
   nlohmann::ordered_json tool_choice;
 };
 

@@ -239,6 +239,7 @@ std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_v
       tc && !map_tool_choice(c, *tc, names, r.tool_choice))
     return *c.err;
   if (!tools.empty() && r.tool_choice != "none") q.tools = tools;
+  q.tool_choice = r.tool_choice;
 
   r.echo["tools"] = j.contains("tools") && j["tools"].is_array() ? nlohmann::json::parse(j["tools"].dump())
                                                                  : nlohmann::json::array();

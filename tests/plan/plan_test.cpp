@@ -82,8 +82,14 @@ TEST(Plan, LaneDemoOnTheLocalCluster) {
                                                                 "16",
                                                                 "--kv-cache-dtype",
                                                                 "auto",
+                                                                "--tool-call-parser",
+                                                                "auto",
+                                                                "--reasoning-parser",
+                                                                "auto",
                                                                 "--state-dir",
-                                                                "/st"}));
+                                                                "/st",
+                                                                "--default-chat-template-kwargs",
+                                                                R"({"enable_thinking":false})"}));
   EXPECT_TRUE(p->ranks[0].process.env.empty());  // cpu, one node, recipe sets no env
   EXPECT_EQ(p->endpoint, "http://127.0.0.1:8000/v1");
   std::string text = to_text(*p);
@@ -129,6 +135,8 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   EXPECT_EQ(arg("--tensor-parallel-size"), "2");
   EXPECT_EQ(arg("--gpu-memory-utilization"), "0.929");
   EXPECT_EQ(arg("--kv-cache-dtype"), "nvfp4");
+  EXPECT_EQ(arg("--tool-call-parser"), "minimax_m2");  // recipe keys reach the runtime's argv
+  EXPECT_EQ(arg("--reasoning-parser"), "minimax");
   EXPECT_EQ(arg("--block-size"), "128");
   EXPECT_EQ(arg("--max-model-len"), "196608");
   EXPECT_EQ(arg("--model"), "/var/cache/sparkctl/models/PLACEHOLDER--MiniMax-M3/unpinned");

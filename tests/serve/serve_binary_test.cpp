@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/support/serve_daemon.h"
 
 namespace {
@@ -260,6 +261,49 @@ TEST(ServeBinary, HostileRequestsAndSlowConnections) {
   ASSERT_TRUE(j.is_object()) << load.out;
   EXPECT_EQ(j["errors"], 0) << load.out;
   EXPECT_EQ(j["health_fails"], 0) << load.out;
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+// Issue 26: --scripted-output drives the real daemon (real Qwen3 tokenizer and template, parsers chosen by
+// model_type: hermes + qwen3) through reasoning and a tool call; the official clients read it
+// (tools_client.cjs). The instrument is refused without --enable-test-instruments; unknown parser names
+// are refused with the valid ones listed.
+TEST(ServeBinary, ScriptedOutputThroughToolCallAndReasoningParsers) {
+  const std::string script =
+      "<think>\nI should call the tool.\n</think>\n\nChecking the weather.\n<tool_call>\n"
+      R"({"name": "get_weather", "arguments": {"city": "Paris", "days": 3}})"
+      "\n</tool_call>";
+  const fs::path file = g_tmp.path / "script.txt";
+  fs::create_directories(g_tmp.path);
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_TRUE(f);
+  std::fputs(script.c_str(), f);
+  std::fclose(f);
+  const std::string base =
+      "--device-memory-gib 0.5 --max-model-len 512 --max-num-seqs 4 "
+      "--max-num-batched-tokens 256 ";
+  auto refused = run(serve_cmd(base + "--scripted-output " + file.string()));
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("add --enable-test-instruments"), std::string::npos) << refused.out;
+  auto bad = run(serve_cmd(base + "--tool-call-parser hermez"));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("hermes, qwen3_coder, minimax_m2, deepseek_v3, deepseek_v31"), std::string::npos)
+      << bad.out;
+
+  Daemon d;
+  ASSERT_TRUE(d.start(base + "--host 127.0.0.1 --port 0 --enable-test-instruments --scripted-output " +
+                      file.string()))
+      << d.log();
+  EXPECT_NE(d.log().find("TEST INSTRUMENT"), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("tool calls hermes, reasoning qwen3"), std::string::npos) << d.log();
+  auto tok = spk::rt::Tokenizer::load(model_dir().string());
+  ASSERT_TRUE(tok.ok());
+  const size_t cut = (*tok)->encode(script.substr(0, script.find("\"days\"")), false).size();
+  auto node =
+      run(std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/tools_client.cjs " + SPARKCTL_NPM_DIR +
+          " http://127.0.0.1:" + std::to_string(d.port()) + " " + kKey + " tiny " + std::to_string(cut));
+  EXPECT_EQ(node.code, 0) << node.out;
+  EXPECT_NE(node.out.find("ok: all tool-call checks passed"), std::string::npos) << node.out;
   EXPECT_EQ(d.stop(), 0) << d.log();
 }
 

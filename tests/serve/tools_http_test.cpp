@@ -1,0 +1,122 @@
+// Tool calls and reasoning end to end, in process: the engine emits a scripted answer (EngineConfig::
+// scripted_tokens, what `runtime serve --scripted-output` sets) through the real HTTP server with the hermes
+// and qwen3 parsers; the official openai and Anthropic npm clients read it (tools_client.cjs), and httplib
+// checks what they cannot see (tool_choice validation, server chat_template_kwargs under the request's).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <cstdio>
+
+#include "runtime/serve/http_server.h"
+#include "tests/serve/fakes.h"
+
+namespace spk::rt {
+namespace {
+
+using nlohmann::json;
+const char* kKey = "tools-key";
+const std::string kScript =
+    "<think>\nI should call the tool.\n</think>\n\nChecking the weather.\n<tool_call>\n"
+    R"({"name": "get_weather", "arguments": {"city": "Paris", "days": 3}})"
+    "\n</tool_call>";
+const char* kTools =
+    R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])";
+
+class ToolServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());
+    EngineConfig ec;
+    ec.sched = {16, 256};
+    ec.max_model_len = 1024;
+    ec.eos_ids = {testing::ByteTokenizer::kEos};
+    for (unsigned char c : kScript) ec.scripted_tokens.push_back(c);  // byte tokenizer: a byte is a token
+    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
+    engine_->start();
+    HttpConfig hc;
+    hc.port = 0;
+    hc.served_model_name = "tiny";
+    hc.api_key = kKey;
+    hc.parsing = {"hermes", "qwen3"};
+    hc.default_chat_template_kwargs = {{"enable_thinking", true}};
+    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
+                                           testing::line_chat_config(), metrics_);
+    ASSERT_TRUE(server_->bind().ok());
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override {
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+    engine_->stop();
+  }
+  json post(const std::string& body, int expect, const char* path = "/v1/chat/completions") {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(30, 0);
+    c.set_bearer_token_auth(kKey);
+    auto r = c.Post(path, body, "application/json");
+    EXPECT_TRUE(r);
+    if (!r) return {};
+    EXPECT_EQ(r->status, expect) << body << " -> " << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  testing::HashModel model_{0};
+  Metrics metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+};
+
+TEST_F(ToolServer, OfficialClientsSeeToolCallsAndReasoning) {
+  const size_t cut = kScript.find("\"days\"");  // max_tokens that ends inside the call
+  std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/tools_client.cjs " +
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + " " + kKey +
+                    " tiny " + std::to_string(cut) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_TRUE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << out;
+  EXPECT_NE(out.find("ok: all tool-call checks passed"), std::string::npos) << out;
+}
+
+TEST_F(ToolServer, ToolChoiceIsValidated) {
+  const std::string head =
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":)" + std::string(kTools);
+  json e = post(head + R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}}})", 400);
+  EXPECT_EQ(e["error"]["param"], "tool_choice");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("'get_time'"), std::string::npos) << e;
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("get_weather"), std::string::npos) << e;
+  e = post(head + R"(,"tool_choice":"sometimes"})", 400);
+  EXPECT_EQ(e["error"]["param"], "tool_choice");
+  e = post(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})", 400);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("no 'tools'"), std::string::npos) << e;
+  // Named and required are accepted (not enforced on the sampler: the scripted call comes back either way).
+  json ok = post(head + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})", 200);
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "tool_calls");
+  ok = post(head + R"(,"tool_choice":"required"})", 200);
+  EXPECT_EQ(ok["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  // No tools in the request: nothing is parsed as a call, reasoning still is.
+  ok = post(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}]})", 200);
+  EXPECT_FALSE(ok["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_EQ(ok["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(ok["choices"][0]["message"]["reasoning_content"], "I should call the tool.");
+}
+
+TEST_F(ToolServer, RequestChatTemplateKwargsOverrideTheServerDefault) {
+  // The line template writes "[think]" (7 bytes = 7 tokens) when enable_thinking is true: the server
+  // default turns it on, the request's own kwargs turn it off.
+  json on = post(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":1})", 200);
+  json off = post(
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":1,"chat_template_kwargs":{"enable_thinking":false}})",
+      200);
+  EXPECT_EQ(on["usage"]["prompt_tokens"].get<int>(), off["usage"]["prompt_tokens"].get<int>() + 7);
+  // /v1/completions is raw text: no parser touches it.
+  json c = post(R"({"model":"tiny","prompt":"x","max_tokens":12})", 200, "/v1/completions");
+  EXPECT_EQ(c["choices"][0]["text"], kScript.substr(0, 12));
+}
+
+}  // namespace
+}  // namespace spk::rt
