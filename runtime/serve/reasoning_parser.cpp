@@ -8,6 +8,7 @@ namespace spk::rt {
 namespace {
 
 constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+constexpr size_t kBlanksBeforeOpen = 4;
 
 bool blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -69,12 +70,19 @@ ReasoningParser::Split ReasoningParser::push(std::string_view text) {
       case State::start: {
         const size_t b = blank_prefix(buf_);
         const std::string_view rest = std::string_view(buf_).substr(b);
-        if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return out;  // wait
+        // Wait while the output could still open with <think>: a few blanks, then a prefix of the tag.
+        // More blanks than that decide it (so an all-blank output streams instead of arriving at the end).
+        if (rest.empty() ? b <= kBlanksBeforeOpen
+                         : rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest)
+          return out;
         if (rest.substr(0, kOpen.size()) == kOpen) {
           buf_.erase(0, b + kOpen.size());
           state_ = State::reasoning;
         } else {
           state_ = inside_ ? State::reasoning : State::content;
+          // No reasoning at all: the output is content from its first byte (blanks included); only
+          // content after </think> drops the blanks that separate it.
+          if (!inside_) content_begun_ = true;
         }
         continue;
       }
@@ -108,7 +116,10 @@ ReasoningParser::Split ReasoningParser::push(std::string_view text) {
 
 ReasoningParser::Split ReasoningParser::finish() {
   Split out;
-  if (state_ == State::start) state_ = inside_ ? State::reasoning : State::content;
+  if (state_ == State::start) {
+    state_ = inside_ ? State::reasoning : State::content;
+    if (!inside_) content_begun_ = true;
+  }
   if (state_ == State::reasoning) {
     reason(buf_, out);  // a partial </think> at the very end is reasoning text
   } else {

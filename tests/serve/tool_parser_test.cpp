@@ -326,6 +326,16 @@ TEST(ReasoningParser, InsideOutsideAndCutOff) {
   EXPECT_EQ(w.content, "Answer: 4");
   w = streamed_equals_whole({"", "qwen3", false, nullptr, {}}, "no reasoning here </think> at all");
   EXPECT_EQ(w.content, "no reasoning here </think> at all");
+  // Without reasoning the content keeps its leading blanks (a model that answers "\n\n..." says so).
+  w = streamed_equals_whole({"", "qwen3", false, nullptr, {}}, "\n\nhello");
+  EXPECT_EQ(w.content, "\n\nhello");
+  w = streamed_equals_whole({"hermes", "qwen3", false, nullptr, {}}, "\n\n\n\n");
+  EXPECT_EQ(w.content, "\n\n\n\n");
+  w = streamed_equals_whole({"", "qwen3", false, nullptr, {}}, "<think>x</think>\n\nafter");
+  EXPECT_EQ(w.content, "after") << "the blanks after </think> only separate";
+  w = streamed_equals_whole({"", "qwen3", false, nullptr, {}}, "\n\n<think>x</think>y");
+  EXPECT_EQ(w.reasoning, "x") << "a few blanks before <think> still open reasoning";
+  EXPECT_EQ(w.content, "y");
   w = streamed_equals_whole({"", "qwen3", true, nullptr, {}}, "still thinking when max_tokens hit </thi");
   EXPECT_EQ(w.reasoning, "still thinking when max_tokens hit </thi");
   EXPECT_EQ(w.content, "");
