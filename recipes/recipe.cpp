@@ -63,7 +63,8 @@ nlohmann::json to_json(const Recipe& r) {
             {"master_port", r.master_port},
             {"chat_template_kwargs", r.chat_template_kwargs},
             {"env", json::object()},
-            {"warmup", json::array()}};
+            {"warmup", json::array()},
+            {"fabric", {{"setup", r.fabric_setup}, {"mtu", r.fabric_mtu}}}};
   if (r.draft)
     j["draft"] = {{"model", r.draft->model},
                   {"revision", r.draft->revision.empty() ? json() : json(r.draft->revision)},
