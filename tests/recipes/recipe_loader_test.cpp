@@ -178,7 +178,8 @@ bool has_feature(const Recipe& r, Feature f) {
 }
 
 TEST(RecipeLoader, FabricSetupAndMtuAreTypedAndChecked) {
-  const std::string base = "name: lane-x\nbackend: cpu\nmodel: {path: /m, served_name: x}\n";
+  const std::string base =
+      "name: lane-x\nbackend: cpu\ndevice_memory_gib: 2\nmodel: {path: /m, served_name: x}\n";
   auto ok = load_recipe(base + "nodes: 2\ntensor_parallel: 2\nfabric: {setup: true, mtu: 9216}\n", "x.yaml",
                         "test");
   ASSERT_TRUE(ok.ok()) << dump(ok);
