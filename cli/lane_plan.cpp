@@ -7,7 +7,8 @@
 
 namespace spk::cli {
 
-Result<LanePlan> load_lane_plan(const Context& ctx, const std::string& lane, bool self_binary) {
+Result<LanePlan> load_lane_plan(const Context& ctx, const std::string& lane, bool self_binary,
+                                PlanOptions po) {
   SPK_ASSIGN(RecipeLoad loaded, load_named_recipe(lane, recipe_dirs(ctx.global.state_dir)));
   for (const auto& d : loaded.diagnostics)
     if (d.severity != Severity::not_honoured) std::cerr << d.str() << "\n";
@@ -15,7 +16,6 @@ Result<LanePlan> load_lane_plan(const Context& ctx, const std::string& lane, boo
   ClusterLoad cl = load_cluster_or_local(ctx.global.cluster_file, ctx.global.state_dir);
   for (const auto& d : cl.diagnostics) std::cerr << d.str() << "\n";
   if (!cl.cluster) return make_error(ctx.global.cluster_file + " is invalid", "fix the lines above");
-  PlanOptions po;
   if (self_binary) {
     SPK_ASSIGN(po.binary, self_executable());
   }

@@ -21,7 +21,8 @@ struct LanePlan {
 };
 
 // self_binary: the plan's commands start with this executable's path (verbs that run them); otherwise
-// with plain "sparkctl" (what `plan` prints).
-Result<LanePlan> load_lane_plan(const Context& ctx, const std::string& lane, bool self_binary);
+// with plain "sparkctl" (what `plan` prints). `po` carries the plan flags (binary is set here).
+Result<LanePlan> load_lane_plan(const Context& ctx, const std::string& lane, bool self_binary,
+                                PlanOptions po = {});
 
 }  // namespace spk::cli

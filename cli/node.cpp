@@ -33,6 +33,9 @@ constexpr VerbHelp kHelp[] = {
     {NodeVerb::kLogTail, "the tail of the daemons' logs (or from given offsets)"},
     {NodeVerb::kStageRecv, "receive one weight push from the head into a cache dir (token-checked TCP)"},
     {NodeVerb::kStageVerify, "is a model dir complete: config, tokenizer, every shard's size (and hash)"},
+    {NodeVerb::kFabricDoctor, "fabric doctor on this node (DoctorRequest JSON): findings with value and fix"},
+    {NodeVerb::kFabricSetup, "fabric setup on this node (SetupRequest JSON, root): IP, MTU, link up"},
+    {NodeVerb::kFabricEnv, "this node's NCCL/Gloo env from its own GID table ({discover, env} JSON)"},
 };
 
 void run_node(NodeVerb verb, Context& ctx) {

@@ -1,5 +1,7 @@
 // `sparkctl up LANE`, `restart`, `switch LANE` (orchestrator/deploy/up.h does the work). Progress per
-// phase with elapsed time on stdout; errors name the fix. Exit 0 ready / already up, 1 failed.
+// phase (and per node) with elapsed time on stdout; errors name the fix. Multi-node lanes also run the
+// fabric gate, staging and the per-node fabric env (--fabric-setup, --skip-fabric, --skip-stage). Exit 0
+// ready / already up, 1 failed.
 #include "orchestrator/deploy/up.h"
 
 #include <CLI/CLI.hpp>
@@ -62,13 +64,26 @@ void add_up_flags(CLI::App* sub, UpCliOptions& o) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--shm-dir", o.up.shm_dir, "shared-memory directory checked and cleaned")
       ->envname("SPARKCTL_SHM_DIR");
+  sub->add_flag(
+      "--fabric-setup", o.up.fabric_setup,
+      "multi-node: run `fabric setup` on every node first (root: fabric IP, MTU, link up; idempotent)");
+  sub->add_flag("--skip-fabric", o.up.skip_fabric,
+                "multi-node: no fabric gate (`fabric doctor` on every node) and no per-node fabric env");
+  sub->add_flag("--skip-stage", o.up.skip_stage,
+                "multi-node: do not stage the weights (preflight then checks them on every node)");
+  sub->add_option("--stage-port", o.up.stage_port, "TCP port of stage-recv on each worker (fabric address)")
+      ->envname("SPARKCTL_STAGE_PORT")
+      ->check(CLI::Range(1, 65535));
 }
 
 }  // namespace
 
 void setup_up(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<UpCliOptions>();
-  auto* up = app.add_subcommand("up", "preflight, launch workers first, wait for a real token, warm, ready");
+  auto* up = app.add_subcommand(
+      "up",
+      "preflight, fabric gate + stage + per-node fabric env (multi-node), launch workers first, wait for a "
+      "real token, warm, ready");
   add_up_flags(up, *o);
   up->callback([&ctx, o] { ctx.exit_code = run_up(ctx, *o, "up"); });
 

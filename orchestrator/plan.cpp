@@ -128,8 +128,12 @@ const char* step_kind_name(StepKind k) {
       return "preflight";
     case StepKind::fabric_setup:
       return "fabric_setup";
+    case StepKind::fabric_doctor:
+      return "fabric_doctor";
     case StepKind::stage_weights:
       return "stage_weights";
+    case StepKind::fabric_env:
+      return "fabric_env";
     case StepKind::synth_model:
       return "synth_model";
     case StepKind::memory_fit:
@@ -144,6 +148,12 @@ const char* step_kind_name(StepKind k) {
       return "warmup";
   }
   return "?";
+}
+
+bool runs_step(const Plan& p, StepKind k) {
+  for (const auto& s : p.steps)
+    if (s.kind == k && !s.skipped) return true;
+  return false;
 }
 
 std::string tokenizer_dir(const std::string& tokenizer, const std::string& npm_dir) {
@@ -222,15 +232,43 @@ Result<Plan> build_plan(const Recipe& r, const Cluster& c, const PlanOptions& op
            " free, MemAvailable, no stale ranks or leaked /dev/shm, cache disk, weights complete; drop the "
            "page cache (root, unless --no-drop-caches)",
        names});
+  // Multi-node: fabric setup (asked), the fabric gate, staging (head first, then pushed), the per-node env.
+  const bool setup_asked = opt.fabric_setup || r.fabric_setup;
+  const bool stages = multi && !opt.skip_stage && r.model.source != ModelSource::path;
   PlanStep fabric{StepKind::fabric_setup,
-                  "per node: RoCE v2 GID index from its own GID table, MTU 9000, fabric IP, NCCL/Gloo env",
+                  "as root on every node: fabric IP on its fabric.interface, MTU " +
+                      std::to_string(r.fabric_mtu) + ", link up (idempotent; prints what it changed)",
                   names};
-  fabric.skipped = true;  // `up` never changes links: it is `sparkctl fabric setup`'s job
-  if (!multi)
+  if (!multi) {
+    fabric.skipped = true;
     fabric.skip_reason = c.is_local() ? "local cluster, one node: no fabric" : "one node: no fabric";
-  else
-    fabric.skip_reason = "up does not run it: run `sparkctl fabric setup` after every reboot first";
+  } else if (opt.skip_fabric) {
+    fabric.skipped = true;
+    fabric.skip_reason = "--skip-fabric";
+  } else if (!setup_asked) {
+    fabric.skipped = true;
+    fabric.skip_reason =
+        "not asked: `up --fabric-setup` or the recipe's fabric: {setup: true} runs `sparkctl fabric setup` "
+        "on every node (root); the fabric gate says when a node needs it";
+  }
   p.steps.push_back(fabric);
+  if (multi) {
+    PlanStep gate{StepKind::fabric_doctor,
+                  "`fabric doctor` on every node, before any rank starts: fabric IP, MTU >= " +
+                      std::to_string(r.fabric_mtu) + " (DF ping at MTU-28 to every peer), link up, RoCE v2 " +
+                      "GID of its own table, both CX7 halves, port rate" +
+                      (r.backend == Backend::cuda ? ", NCCL found + version"
+                                                  : " (backend cpu: NCCL not checked, ranks use Gloo)") +
+                      "; a failure refuses the lane naming the node, the check and the fix; a node without "
+                      "RDMA: TP over Gloo/TCP" +
+                      (r.backend == Backend::cuda ? " (refused for backend cuda)" : ""),
+                  names};
+    if (opt.skip_fabric) {
+      gate.skipped = true;
+      gate.skip_reason = "--skip-fabric";
+    }
+    p.steps.push_back(gate);
+  }
 
   if (r.model.source == ModelSource::synthetic) {
     const auto& s = r.model.synthetic;
@@ -238,25 +276,58 @@ Result<Plan> build_plan(const Recipe& r, const Cluster& c, const PlanOptions& op
                 "generate the synthetic " + s.arch + "/" + s.preset + " checkpoint (seed " +
                     std::to_string(s.seed) + ", deterministic: every node builds the same files)",
                 names};
-    for (const auto& n : used)
+    if (stages) {
+      st.summary = "generate the synthetic " + s.arch + "/" + s.preset + " checkpoint (seed " +
+                   std::to_string(s.seed) + ") on the head " + head.name + "; stage_weights pushes it";
+      st.nodes = {head.name};
+    }
+    for (const auto& n : used) {
+      if (stages && n.name != head.name) continue;
       st.commands.push_back({n.name,
                              {opt.binary, "dev", "synth-model", "--arch", s.arch, "--preset", s.preset,
                               "--tokenizer", tokenizer_dir(s.tokenizer, opt.npm_dir), "--out",
                               model_dir(r, n), "--seed", std::to_string(s.seed)},
                              {}});
+    }
     p.steps.push_back(st);
-  } else if (r.model.source == ModelSource::hub) {
-    std::string what = r.model.id + "@" + (r.model.revision.empty() ? "UNPINNED" : r.model.revision);
+  }
+  if (r.model.source == ModelSource::hub || (r.model.source == ModelSource::synthetic && multi)) {
+    std::string what = r.model.source == ModelSource::synthetic
+                           ? "the head's synthetic checkpoint " + model_dir(r, head)
+                           : "download " + r.model.id + "@" +
+                                 (r.model.revision.empty() ? "UNPINNED" : r.model.revision) + " once on " +
+                                 head.name + " into " + model_dir(r, head);
     if (r.draft && !r.draft->model.empty()) what += " and drafter " + r.draft->model;
     PlanStep st{StepKind::stage_weights,
-                "download " + what + " once on " + head.name + " into " + model_dir(r, head) +
-                    (multi ? ", push to workers over the fabric" : "") + ", verify every shard",
+                what +
+                    (multi ? ", push to every worker over the fabric (per-block delta: a complete node "
+                             "moves nothing)"
+                           : "") +
+                    ", verify every shard on every node",
                 names};
-    st.skipped = true;  // `up` only verifies (preflight's weights row); staging is its own verb
-    st.skip_reason = "up does not download: run `sparkctl stage " + r.name +
-                     "` first; preflight refuses an incomplete copy";
+    if (!multi) {
+      st.skipped = true;  // one node: `up` only verifies (preflight's weights row)
+      st.skip_reason = "up does not download: run `sparkctl stage " + r.name +
+                       "` first; preflight refuses an incomplete copy";
+    } else if (opt.skip_stage) {
+      st.skipped = true;
+      st.skip_reason = "--skip-stage: preflight checks the weights on every node";
+    }
     p.steps.push_back(st);
   }  // model.path: preflight's weights row checks it is complete on every node
+  if (multi) {
+    PlanStep env{StepKind::fabric_env,
+                 "per node, from its own GID table (`node fabric-env`): NCCL_IB_HCA (both CX7 halves), its "
+                 "own NCCL_IB_GID_INDEX (never one shared value) or NCCL_IB_ADDR_RANGE, NCCL_SOCKET_IFNAME, "
+                 "GLOO_SOCKET_IFNAME, SPARKCTL_HOST_IP into its ranks' env; not read yet (`plan "
+                 "--fabric-env` reads every node now)",
+                 names};
+    if (opt.skip_fabric) {
+      env.skipped = true;
+      env.skip_reason = "--skip-fabric: the ranks get the inventory's fabric env only";
+    }
+    p.steps.push_back(env);
+  }
 
   p.steps.push_back({StepKind::memory_fit,
                      "every rank's runtime argv with --dry-run-memory on its node: the planner's KV size, or "

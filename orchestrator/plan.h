@@ -1,5 +1,8 @@
 // The plan of `up LANE`: ordered steps and, for every rank, the exact argv and env of the runtime
-// daemon. Building a plan reads the recipe and the inventory only; it changes nothing anywhere.
+// daemon. Building a plan reads the recipe and the inventory only; it changes nothing anywhere. A
+// multi-node lane's per-node fabric env (GID index, HCAs, interfaces) comes from each node's own GID
+// table: `up` reads it after the fabric gate (orchestrator/deploy/fabric_gate.h) and `plan --fabric-env`
+// reads it the same way; until then the fabric_env step says it is not read yet.
 // `up` executes a Plan; `plan` prints it (text, or one JSON document with --json).
 // Runtime argv contract (cli/runtime): sparkctl runtime serve --model DIR --served-model-name NAME
 //   --host H --port P --api-key-env VAR --backend cpu|cuda --tensor-parallel-size N --rank R
@@ -28,7 +31,9 @@ struct ProcessSpec {
 enum class StepKind {
   preflight,
   fabric_setup,
+  fabric_doctor,
   stage_weights,
+  fabric_env,
   synth_model,
   memory_fit,
   launch_worker,
@@ -79,7 +84,15 @@ struct PlanOptions {
   std::string binary = "sparkctl";  // argv[0] of every command; `up` resolves it per node
   std::string npm_dir;  // tokenizers root; empty = $SPARKCTL_NPM_DIR or <source>/scripts/npm/node_modules
   Capabilities caps = build_capabilities();
+  // Multi-node lanes (flags of `up` and `plan`): run `fabric setup` first (also the recipe's
+  // fabric.setup); leave out the fabric gate and the per-node fabric env; leave out staging.
+  bool fabric_setup = false;
+  bool skip_fabric = false;
+  bool skip_stage = false;
 };
+
+// Does `up` run this step kind (present and not skipped)?
+[[nodiscard]] bool runs_step(const Plan& p, StepKind k);
 
 // Fails when the cluster cannot hold the lane (too few nodes or GPUs); the error names the fix.
 Result<Plan> build_plan(const Recipe& r, const Cluster& c, const PlanOptions& opt = {});

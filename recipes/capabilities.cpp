@@ -52,8 +52,9 @@ std::vector<Unhonoured> unhonoured(const Recipe& r, const Capabilities& caps) {
   if (r.nodes > 1 && !caps.multi_node && !(r.backend == Backend::cpu && caps.multi_node_cpu))
     out.push_back({Feature::multi_node, "nodes", std::to_string(r.nodes),
                    "cuda ranks on " + std::to_string(r.nodes) +
-                       " nodes: NCCL over the RoCE fabric is unverified and up does not run fabric setup "
-                       "(backend cpu across nodes is built: Gloo over TCP)",
+                       " nodes: NCCL over the RoCE fabric was never run on real RoCE hardware (up runs the "
+                       "fabric gate, setup and each node's own NCCL env; backend cpu across nodes is built: "
+                       "Gloo over TCP)",
                    at("nodes")});
   if (r.tensor_parallel > 1 && r.backend == Backend::cpu && !caps.tensor_parallel_cpu)
     out.push_back({Feature::tensor_parallel, "tensor_parallel", std::to_string(r.tensor_parallel),

@@ -66,7 +66,8 @@ nlohmann::json to_json(const Recipe& r) {
             {"tool_call_parser", r.tool_call_parser},
             {"reasoning_parser", r.reasoning_parser},
             {"env", json::object()},
-            {"warmup", json::array()}};
+            {"warmup", json::array()},
+            {"fabric", {{"setup", r.fabric_setup}, {"mtu", r.fabric_mtu}}}};
   if (r.draft)
     j["draft"] = {{"model", r.draft->model},
                   {"revision", r.draft->revision.empty() ? json() : json(r.draft->revision)},

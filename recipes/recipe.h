@@ -7,7 +7,8 @@
 //   tensor_parallel, nodes, kv_cache_dtype, block_size, max_model_len, max_num_seqs,
 //   max_num_batched_tokens, gpu_memory_utilization, device_memory_gib (cpu), port, bind, api_key_env,
 //   master_port, mem_floor_gib, chat_template_kwargs: {k: v}, tool_call_parser, reasoning_parser,
-//   env: {NAME: value}, warmup: [{prompt_tokens, max_tokens, repeat}]
+//   env: {NAME: value}, warmup: [{prompt_tokens, max_tokens, repeat}], fabric: {setup: bool, mtu: N}
+//   (multi-node lanes: up runs `fabric setup` when root; the MTU the fabric gate asks for)
 #pragma once
 
 #include <cstdint>
@@ -91,6 +92,8 @@ struct Recipe {
   std::string reasoning_parser = "auto";  // runtime --reasoning-parser
   std::vector<std::pair<std::string, std::string>> env;  // extra env for every rank (NCCL knobs)
   std::vector<WarmupPattern> warmup{WarmupPattern{}};
+  bool fabric_setup = false;  // fabric.setup: `up` runs `fabric setup` on every node (root) before the gate
+  int fabric_mtu = 9000;      // fabric.mtu: what the gate asks of every fabric link (and setup sets)
 
   // Where it came from: "embedded" or the file path; `file` is the name diagnostics use.
   std::string source;

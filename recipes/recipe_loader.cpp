@@ -38,10 +38,12 @@ constexpr std::string_view kTopKeys[] = {"name",
                                          "tool_call_parser",
                                          "reasoning_parser",
                                          "env",
-                                         "warmup"};
+                                         "warmup",
+                                         "fabric"};
 constexpr std::string_view kModelKeys[] = {"hub", "path", "synthetic", "revision", "served_name"};
 constexpr std::string_view kSynthKeys[] = {"arch", "preset", "tokenizer", "seed"};
 constexpr std::string_view kDraftKeys[] = {"model", "revision", "method", "num_tokens"};
+constexpr std::string_view kFabricKeys[] = {"setup", "mtu"};
 constexpr std::string_view kWarmupKeys[] = {"prompt_tokens", "max_tokens", "repeat"};
 constexpr std::string_view kKvDtypes[] = {"auto",     "bf16",     "fp16", "fp32", "fp8",
                                           "fp8_e4m3", "fp8_e5m2", "fp4",  "nvfp4"};
@@ -374,6 +376,12 @@ class Loader {
         else
           r_.env.emplace_back(k, v);
       }
+    }
+    YAML::Node f = YamlReader::find(root_, "fabric");
+    if (f.IsDefined() && !f.IsNull() && y_.map(f, "fabric", kFabricKeys)) {
+      if (auto v = y_.boolean(f, "setup", "fabric")) r_.fabric_setup = *v;
+      if (auto v = y_.integer_in(f, "mtu", "fabric", 1280, 65535, "set the fabric MTU, like 9000"))
+        r_.fabric_mtu = static_cast<int>(*v);
     }
     YAML::Node w = YamlReader::find(root_, "warmup");
     if (w.IsDefined() && !w.IsNull()) {

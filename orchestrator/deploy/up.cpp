@@ -9,10 +9,12 @@
 
 #include "kernels/base/fs.h"
 #include "orchestrator/deploy/events.h"
+#include "orchestrator/deploy/fabric_gate.h"
 #include "orchestrator/deploy/fingerprint.h"
 #include "orchestrator/deploy/memory_fit.h"
 #include "orchestrator/deploy/rank_ops.h"
 #include "orchestrator/deploy/stored_gmu.h"
+#include "orchestrator/deploy/up_stage.h"
 #include "orchestrator/gmu/gmu_store.h"
 #include "orchestrator/gmu/process_probe.h"
 #include "orchestrator/node/preflight_report.h"
@@ -91,6 +93,9 @@ Result<PreparedUp> prepare_up(const DeployContext& ctx, const UpOptions& opt, co
   SPK_ASSIGN(p.self, self_executable());
   PlanOptions po;
   po.binary = p.self;
+  po.fabric_setup = opt.fabric_setup;
+  po.skip_fabric = opt.skip_fabric;
+  po.skip_stage = opt.skip_stage;
   SPK_ASSIGN(p.plan, build_plan(p.recipe, p.cluster, po));
   if (auto note = apply_stored_gmu(ctx.state_dir, p.recipe, p.plan)) p.plan.notes.push_back(*note);
   const char* standin = std::getenv("SPARKCTL_RUNTIME_STANDIN");
@@ -129,6 +134,10 @@ json preflight_input(const PreparedUp& p, const UpOptions& opt, const std::vecto
            {"expect_binary_xxh3", p.self_hash},
            {"model_dirs", json::object()},
            {"model_required", p.recipe.model.source != ModelSource::synthetic}};
+  if (runs_step(p.plan, StepKind::stage_weights)) {  // staged after preflight: checked by the stage
+    pin["model_required"] = false;
+    return pin;
+  }
   if (!p.standin)  // a stand-in runtime reads no weights
     for (const auto& l : p.links) pin["model_dirs"][l.node.name] = model_dir(p.recipe, l.node);
   return pin;
@@ -142,10 +151,12 @@ Status synth_models(PreparedUp& p, const Progress& progress) {
     for (const auto& c : st.commands) {
       NodeLink* l = find_link(p.links, c.node);
       auto out = std::find(c.argv.begin(), c.argv.end(), "--out");
-      if (l->node.local && out != c.argv.end() && out + 1 != c.argv.end() &&
-          std::filesystem::exists(*(out + 1) + "/config.json")) {
-        progress("synth_model", c.node + ": " + *(out + 1) + " exists");
-        continue;
+      if (out != c.argv.end() && out + 1 != c.argv.end()) {
+        auto v = call_node(*l->exec, NodeVerb::kStageVerify, json{{"dir", *(out + 1)}}, 120s);
+        if (v && v->exit_code == 0) {
+          progress("synth_model", c.node + ": " + *(out + 1) + " exists and is complete");
+          continue;
+        }
       }
       SPK_TRY(run_on_node(*l, l->node.state_dir + "/deploy/run", "synth-model",
                           node_argv(c.argv, l->binary, nullptr), 600s));
@@ -223,10 +234,14 @@ Result<UpOutcome> launch_prepared(const DeployContext& ctx, const UpOptions& opt
   spec.ready_timeout_s = opt.ready_timeout_s;
   spec.warmup = recipe.warmup;
   for (auto& l : links) spec.run_dirs.emplace_back(l.node.name, l.node.state_dir + "/deploy/run");
-  for (const auto& r : plan.ranks) {
-    NodeLink* l = find_link(links, r.node);
-    spec.ranks.push_back({r.rank, r.node, node_argv(r.process.argv, l->binary, standin), r.process.env});
-  }
+  auto fill_ranks = [&] {
+    spec.ranks.clear();
+    for (const auto& r : plan.ranks) {
+      NodeLink* l = find_link(links, r.node);
+      spec.ranks.push_back({r.rank, r.node, node_argv(r.process.argv, l->binary, standin), r.process.env});
+    }
+  };
+  fill_ranks();
   std::string key;
   if (const char* k = std::getenv(recipe.api_key_env.c_str()); k && *k) key = k;
   if (key.empty())  // the state dir's key survives down/switch: clients keep working
@@ -268,8 +283,31 @@ Result<UpOutcome> launch_prepared(const DeployContext& ctx, const UpOptions& opt
                              "fix the rows marked fail, or pass --clean for stale runtimes and leaked shm"));
   progress("preflight", "ok on " + std::to_string(links.size()) + " node(s)");
 
-  // --- synthetic checkpoint on every node, then the memory planner's dry run of every rank
+  // --- multi-node: fabric setup (asked), the fabric gate: all before any rank starts
+  if (runs_step(plan, StepKind::fabric_setup))
+    if (Status s = fabric_setup_all(links, recipe, progress); !s.ok()) return failed(s.error());
+  if (runs_step(plan, StepKind::fabric_doctor)) {
+    if (Status s = fabric_gate(links, recipe, progress); !s.ok()) return failed(s.error());
+    progress("fabric_doctor", "ok on " + std::to_string(links.size()) + " node(s)");
+  }
+  // --- synthetic checkpoint (every node, or the head when staged), staging, each node's fabric env,
+  // then the memory planner's dry run of every rank
   if (Status s = synth_models(p, progress); !s.ok()) return failed(s.error());
+  if (runs_step(plan, StepKind::stage_weights)) {
+    UpStageOptions so{p.self, ctx.accept_new_host_key, opt.stage_port,
+                      ctx.state_dir + "/stage/" + recipe.name};
+    if (Status s = stage_for_up(recipe, p.cluster, plan, so, progress); !s.ok()) return failed(s.error());
+  }
+  if (runs_step(plan, StepKind::fabric_env)) {
+    auto envs = fabric_envs(links, recipe);
+    if (!envs) return failed(envs.error());
+    for (const auto& line : apply_fabric_envs(plan, *envs)) progress("fabric_env", line);
+    if (envs->empty()) progress("fabric_env", "no node has a fabric.ip: the ranks get the inventory's env");
+    for (const auto& n : plan.notes)
+      if (n.rfind("warning: ", 0) == 0) progress("fabric_env", n);
+    fill_ranks();
+    if (Status s = write_deploy_spec(ctx.state_dir, spec); !s.ok()) return failed(s.error());
+  }
   if (Status s = memory_fit(p, progress); !s.ok()) return failed(s.error());
 
   // --- launch worker-first, wait for a real token, warm up
@@ -365,6 +403,10 @@ Result<UpOutcome> deploy_switch(const DeployContext& ctx, const UpOptions& opt) 
       if (ctx.out) *ctx.out << rep.table();
       return refuse(make_error("preflight: " + bad, "fix the rows marked fail above"));
     }
+    // The fabric gate needs nothing of the old lane's: a node that would refuse the new lane refuses the
+    // switch here (with --fabric-setup the gate runs after setup, once the old lane has stopped).
+    if (runs_step(p->plan, StepKind::fabric_doctor) && !runs_step(p->plan, StepKind::fabric_setup))
+      if (Status s = fabric_gate(p->links, p->recipe, progress); !s.ok()) return refuse(s.error());
     if (Status s = synth_models(*p, progress); !s.ok()) return refuse(s.error());
     // The dry run loads the new lane's weights onto the device: next to a live old lane that could
     // exhaust it (a GB10 wedges). Then it runs after the old lane stops, and a refusal rolls back.

@@ -1,8 +1,10 @@
 // `up LANE`, `down`, `restart`, `switch LANE` as library calls (cli/ only parses flags and prints).
 // up: plan -> link nodes (push the binary where it differs) -> reuse check (a live deployment with the
 // same fingerprint is "already up"; another fingerprint is refused: use switch) -> preflight on every node
-// (one report) -> synth model (synthetic lanes) -> bring_up (lifecycle.h) -> state.json phase ready ->
-// supervisor. The stored GMU choice (<state-dir>/gmu/<lane>.json) replaces the recipe's
+// (one report) -> multi-node: fabric setup (asked), fabric gate, synth model on the head, stage (head
+// first, pushed to workers; moves nothing when complete), each node's own fabric env into its ranks' env
+// (fabric_gate.h) -> synth model (one node) -> memory fit -> bring_up (lifecycle.h) -> state.json phase
+// ready -> supervisor. The stored GMU choice (<state-dir>/gmu/<lane>.json) replaces the recipe's
 // gpu_memory_utilization when it was measured for the same model revision and node set.
 // API key: $<api_key_env> when set, else the state dir's existing key, else a new random one; written to
 // <state-dir>/deploy/api_key (0600).
@@ -23,6 +25,11 @@ struct UpOptions {
   int ready_timeout_s = 600;
   bool supervise = true;  // start the supervisor daemon
   std::string shm_dir = "/dev/shm";
+  // Multi-node lanes (see orchestrator/deploy/fabric_gate.h and plan.h's steps):
+  bool fabric_setup = false;  // run `fabric setup` on every node first (also the recipe's fabric.setup)
+  bool skip_fabric = false;   // no fabric gate, no per-node fabric env
+  bool skip_stage = false;    // no staging: preflight checks the weights on every node
+  int stage_port = 29650;     // stage-recv port on every worker (fabric address)
 };
 
 enum class UpOutcome { started, already_up };

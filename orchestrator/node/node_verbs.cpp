@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "orchestrator/node/daemons.h"
+#include "orchestrator/node/fabric_verbs.h"
 #include "orchestrator/node/host_probe.h"
 #include "orchestrator/node/node_input.h"
 #include "orchestrator/node/preflight.h"
@@ -157,6 +158,10 @@ VerbOutput run_node_verb(NodeVerb verb, std::string_view input, const NodeEnv& e
       return run_stage_recv(in, env);
     case NodeVerb::kStageVerify:
       return run_stage_verify(in, env);
+    case NodeVerb::kFabricDoctor:
+    case NodeVerb::kFabricSetup:
+    case NodeVerb::kFabricEnv:
+      return run_fabric_verb(verb, in);
   }
   return bad_input(make_error("unknown verb", "see sparkctl node --help"));
 }

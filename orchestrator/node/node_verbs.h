@@ -7,6 +7,7 @@
 //   clean     {shm_dir?, shm_prefixes?, grace_ms?}  -> {ok, killed, removed_shm, remaining}
 //   launch | stop | ps | log-tail: detached daemons, see daemons.h
 //   stage-recv, stage-verify: see stage_verbs.h
+//   fabric-doctor | fabric-setup | fabric-env: the fabric verbs on this node, see fabric_verbs.h
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -187,7 +187,8 @@ VerbOutput run_preflight(const json& in, const NodeEnv& env) {
   } else {
     r.add("weights", "fail", dir + ": " + v.problems[0], "stage it again: sparkctl stage LANE");
   }
-  r.add("fabric", "skip", "fabric readiness is checked by `sparkctl fabric doctor`, not by preflight yet");
+  r.add("fabric", "skip",
+        "checked after preflight by up's fabric gate on multi-node lanes (`sparkctl fabric doctor` here)");
 
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);

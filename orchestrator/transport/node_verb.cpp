@@ -6,7 +6,7 @@
 namespace spk {
 
 namespace {
-constexpr std::array<std::pair<NodeVerb, std::string_view>, 11> kVerbs{{
+constexpr std::array<std::pair<NodeVerb, std::string_view>, 14> kVerbs{{
     {NodeVerb::kVersion, "version"},
     {NodeVerb::kEcho, "echo"},
     {NodeVerb::kFacts, "facts"},
@@ -18,6 +18,9 @@ constexpr std::array<std::pair<NodeVerb, std::string_view>, 11> kVerbs{{
     {NodeVerb::kLogTail, "log-tail"},
     {NodeVerb::kStageRecv, "stage-recv"},
     {NodeVerb::kStageVerify, "stage-verify"},
+    {NodeVerb::kFabricDoctor, "fabric-doctor"},
+    {NodeVerb::kFabricSetup, "fabric-setup"},
+    {NodeVerb::kFabricEnv, "fabric-env"},
 }};
 }  // namespace
 

@@ -18,11 +18,14 @@ enum class NodeVerb {
   kPs,
   kLogTail,
   kStageRecv,
-  kStageVerify
+  kStageVerify,
+  kFabricDoctor,
+  kFabricSetup,
+  kFabricEnv
 };
 
 // "version", "echo", "facts", "preflight", "clean", "launch", "stop", "ps", "log-tail", "stage-recv",
-// "stage-verify".
+// "stage-verify", "fabric-doctor", "fabric-setup", "fabric-env".
 std::string_view node_verb_name(NodeVerb verb);
 
 // Inverse of node_verb_name; nullopt for anything outside the allowlist.

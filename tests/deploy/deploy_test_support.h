@@ -71,7 +71,9 @@ inline void kill_pidfiles(const std::string& root) {
 
 // An inventory `name` over every sshd node of `cl` (the first is the head), each with its own root,
 // the sparkctl binary installed there, key auth and the harness's known_hosts; written to <dir>/cluster.yaml.
-inline ::testing::AssertionResult write_sshd_inventory(testing::SshdCluster& cl, const std::string& name) {
+// `node_extra[i]` (optional) is appended to node i's flow map, e.g. ", fabric: {ip: 10.0.0.1/24}".
+inline ::testing::AssertionResult write_sshd_inventory(testing::SshdCluster& cl, const std::string& name,
+                                                       const std::vector<std::string>& node_extra = {}) {
   const std::string dir = cl.dir();
   std::string inv = "name: " + name + "\ndefaults:\n  ssh: {identity: " + cl.client_key() +
                     ", known_hosts: " + dir + "/known_hosts}\nnodes:\n";
@@ -81,7 +83,8 @@ inline ::testing::AssertionResult write_sshd_inventory(testing::SshdCluster& cl,
       return ::testing::AssertionFailure() << s.error().what();
     inv += "  - {name: n" + std::to_string(i + 2) + ", role: " + (i == 0 ? "head" : "worker") +
            ", ssh: {host: " + n.host + ", port: " + std::to_string(n.port) + "}, binary: " + n.root +
-           "/bin/sparkctl, cache_dir: " + n.root + "/cache, state_dir: " + n.root + "/state}\n";
+           "/bin/sparkctl, cache_dir: " + n.root + "/cache, state_dir: " + n.root + "/state" +
+           (i < node_extra.size() ? node_extra[i] : std::string()) + "}\n";
   }
   if (auto s = write_file_atomic(dir + "/cluster.yaml", inv); !s.ok())
     return ::testing::AssertionFailure() << s.error().what();

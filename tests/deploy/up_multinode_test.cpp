@@ -59,6 +59,12 @@ TEST(UpMultinode, SupervisedThreeNodeDeploymentSwitchDownAndHostKeys) {
   auto up = test::run_sparkctl("up " + lane + " --no-drop-caches --accept-new-host-key", env);
   ASSERT_EQ(up.code, 0) << up.out;
   std::cout << up.out;
+  // No RDMA on loopback nodes: the fabric gate's one-line verdict per node, and a cpu lane goes on.
+  for (const char* n : {"n2", "n3", "n4"})
+    EXPECT_NE(
+        up.out.find(std::string("fabric_doctor: ") + n + ": no RDMA NIC: TP across nodes would use Gloo/TCP"),
+        std::string::npos)
+        << up.out;
   // Worker ranks are launched before rank 0.
   EXPECT_LT(up.out.find("rank 1 on n3"), up.out.find("rank 0 on n2")) << up.out;
   EXPECT_LT(up.out.find("rank 2 on n4"), up.out.find("rank 0 on n2")) << up.out;

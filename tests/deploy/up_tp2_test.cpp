@@ -1,6 +1,7 @@
 // TP=2 `up` with the real runtime (no stand-in): a lane-demo-style lane (CPU, synthetic Qwen3-tiny)
 // with one rank on each of 2 sshd nodes (127.0.0.2/3): Gloo rendezvous at rank 0, a real chat
-// completion, kill -9 of the worker rank -> the supervisor restores service, `down` leaves nothing.
+// completion, kill -9 of the worker rank -> the supervisor restores service, `down` leaves nothing. `up`
+// stages the head's checkpoint to the worker and its fabric gate gives the no-RDMA verdict on loopback.
 #include <gtest/gtest.h>
 
 #include "orchestrator/deploy/readiness.h"
@@ -38,12 +39,19 @@ TEST(UpTp2, LaneDemoTp2OverTwoSshdNodesServesAndSurvivesAWorkerKill) {
   fs::create_directories(dir + "/shm");
   const std::string env = "SPARKCTL_STATE_DIR=" + dir + "/head SPARKCTL_CLUSTER=" + dir + "/cluster.yaml" +
                           " SPARKCTL_SHM_DIR=" + dir + "/shm SPARKCTL_NPM_DIR=" + SPARKCTL_NPM_DIR +
-                          " SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=500 ";
+                          " SPARKCTL_RESTART_BACKOFF_MS=200 SPARKCTL_SUPERVISE_POLL_MS=500" +
+                          " SPARKCTL_STAGE_PORT=" + std::to_string(free_port()) + " ";
   DownOnExit cleanup{env, dir};
 
   auto up =
       test::run_sparkctl("up " + lane + " --no-drop-caches --accept-new-host-key --ready-timeout 300", env);
   ASSERT_EQ(up.code, 0) << up.out;
+  // Multi-node: the fabric gate gives the no-RDMA verdict (cpu: not refused) and staging pushes the head's
+  // synthetic checkpoint to the worker.
+  EXPECT_NE(up.out.find("fabric_doctor: n3: no RDMA NIC: TP across nodes would use Gloo/TCP"),
+            std::string::npos)
+      << up.out;
+  EXPECT_NE(up.out.find("stage_weights: n3: complete"), std::string::npos) << up.out;
   auto key = read_file(dir + "/head/deploy/api_key");
   ASSERT_TRUE(key.ok());
   const std::string k = key->substr(0, key->find('\n'));

@@ -112,17 +112,22 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   EXPECT_FALSE(p->runnable());  // 4-bit KV, EAGLE-3, multi-node: not in this build
   EXPECT_EQ(p->unhonoured.size(), 4u);
   EXPECT_EQ(kinds(*p),
-            (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::stage_weights,
-                                   StepKind::memory_fit, StepKind::launch_worker, StepKind::launch_rank0,
-                                   StepKind::wait_ready, StepKind::warmup}));
-  // `up` runs neither fabric setup nor staging: plan shows both as skipped with the verb that does it.
+            (std::vector<StepKind>{StepKind::preflight, StepKind::fabric_setup, StepKind::fabric_doctor,
+                                   StepKind::stage_weights, StepKind::fabric_env, StepKind::memory_fit,
+                                   StepKind::launch_worker, StepKind::launch_rank0, StepKind::wait_ready,
+                                   StepKind::warmup}));
+  // Multi-node: fabric setup only when asked; the gate, staging and the per-node env always.
   EXPECT_TRUE(p->steps[1].skipped);
-  EXPECT_NE(p->steps[1].skip_reason.find("sparkctl fabric setup"), std::string::npos);
-  EXPECT_TRUE(p->steps[2].skipped);
-  EXPECT_NE(p->steps[2].skip_reason.find("sparkctl stage lane-a"), std::string::npos);
-  EXPECT_EQ(p->steps[4].rank, 1);
-  EXPECT_EQ(p->steps[4].nodes, std::vector<std::string>{"spark-b"});
-  EXPECT_EQ(p->steps[5].nodes, std::vector<std::string>{"spark-a"});
+  EXPECT_NE(p->steps[1].skip_reason.find("--fabric-setup"), std::string::npos);
+  EXPECT_FALSE(p->steps[2].skipped);
+  EXPECT_NE(p->steps[2].summary.find("NCCL found + version"), std::string::npos) << p->steps[2].summary;
+  EXPECT_FALSE(p->steps[3].skipped);
+  EXPECT_NE(p->steps[3].summary.find("push to every worker"), std::string::npos);
+  EXPECT_FALSE(p->steps[4].skipped);
+  EXPECT_NE(p->steps[4].summary.find("NCCL_IB_GID_INDEX"), std::string::npos);
+  EXPECT_EQ(p->steps[6].rank, 1);
+  EXPECT_EQ(p->steps[6].nodes, std::vector<std::string>{"spark-b"});
+  EXPECT_EQ(p->steps[7].nodes, std::vector<std::string>{"spark-a"});
   EXPECT_EQ(p->master, "10.10.10.1:29500");
   ASSERT_EQ(p->ranks.size(), 2u);
   const auto& w = p->ranks[1].process;
@@ -153,10 +158,43 @@ TEST(Plan, LaneAOnTwoSparksLaunchesTheWorkerFirst) {
   EXPECT_EQ(get("CUDA_VISIBLE_DEVICES"), "0");
   EXPECT_EQ(get("NCCL_DEBUG"), "WARN");  // from the recipe
   auto j = to_json(*p);
-  EXPECT_EQ(j["steps"].size(), 8u);
+  EXPECT_EQ(j["steps"].size(), 10u);
   EXPECT_EQ(j["ranks"][1]["node"], "spark-b");
   EXPECT_FALSE(j["runnable"].get<bool>());
   EXPECT_NE(to_text(*p).find("not honoured by this build"), std::string::npos);
+}
+
+TEST(Plan, FabricAndStageFlagsChangeTheStepsAsTheyChangeUp) {
+  PlanOptions o;
+  o.fabric_setup = true;
+  auto p = build_plan(lane("lane-a"), sparks(), o);
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  EXPECT_TRUE(runs_step(*p, StepKind::fabric_setup));
+  o.fabric_setup = false;
+  o.skip_fabric = true;
+  o.skip_stage = true;
+  auto q = build_plan(lane("lane-a"), sparks(), o);
+  ASSERT_TRUE(q.ok()) << q.error().what();
+  for (StepKind k :
+       {StepKind::fabric_setup, StepKind::fabric_doctor, StepKind::stage_weights, StepKind::fabric_env})
+    EXPECT_FALSE(runs_step(*q, k)) << step_kind_name(k);
+  Recipe r = lane("lane-a");
+  r.fabric_setup = true;  // the recipe's fabric: {setup: true}
+  auto s = build_plan(r, sparks());
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(runs_step(*s, StepKind::fabric_setup));
+  // A multi-node synthetic lane: the head generates, staging pushes it.
+  Recipe d = lane("lane-demo");
+  d.nodes = 2;
+  d.tensor_parallel = 2;
+  auto t = build_plan(d, sparks());
+  ASSERT_TRUE(t.ok()) << t.error().what();
+  EXPECT_TRUE(runs_step(*t, StepKind::stage_weights));
+  for (const auto& st : t->steps)
+    if (st.kind == StepKind::synth_model) {
+      ASSERT_EQ(st.commands.size(), 1u);
+      EXPECT_EQ(st.commands[0].node, "spark-a");
+    }
 }
 
 TEST(Plan, RefusesClustersThatCannotHoldTheLane) {

@@ -190,6 +190,29 @@ bool has_feature(const Recipe& r, Feature f) {
   return std::any_of(u.begin(), u.end(), [f](const Unhonoured& x) { return x.feature == f; });
 }
 
+TEST(RecipeLoader, FabricSetupAndMtuAreTypedAndChecked) {
+  const std::string base =
+      "name: lane-x\nbackend: cpu\ndevice_memory_gib: 2\nmodel: {path: /m, served_name: x}\n";
+  auto ok = load_recipe(base + "nodes: 2\ntensor_parallel: 2\nfabric: {setup: true, mtu: 9216}\n", "x.yaml",
+                        "test");
+  ASSERT_TRUE(ok.ok()) << dump(ok);
+  EXPECT_TRUE(ok.recipe->fabric_setup);
+  EXPECT_EQ(ok.recipe->fabric_mtu, 9216);
+  auto def = load_recipe(base, "x.yaml", "test");
+  ASSERT_TRUE(def.ok()) << dump(def);
+  EXPECT_FALSE(def.recipe->fabric_setup);
+  EXPECT_EQ(def.recipe->fabric_mtu, 9000);
+  auto bad = load_recipe(base + "fabric: {setup: yes please, mtu: 100}\n", "x.yaml", "test");
+  EXPECT_FALSE(bad.ok());
+  auto all = dump(bad);
+  EXPECT_NE(all.find("fabric.setup: expected true or false"), std::string::npos) << all;
+  EXPECT_NE(all.find("fabric.mtu: 100 is out of range [1280,65535]"), std::string::npos) << all;
+  auto typo = load_recipe(base + "fabric: {stup: true}\n", "x.yaml", "test");
+  EXPECT_FALSE(typo.ok());
+  EXPECT_NE(dump(typo).find("fabric: unknown key 'stup' (did you mean 'setup'?)"), std::string::npos)
+      << dump(typo);
+}
+
 TEST(ShippedLanes, LaneAIsValidWithWarningsAndNotHonouredNotes) {
   auto l = embedded("lane-a");
   ASSERT_TRUE(l.ok()) << dump(l);

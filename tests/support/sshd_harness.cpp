@@ -134,7 +134,8 @@ std::vector<pid_t> descendants(pid_t pid) {
   return out;
 }
 
-Result<std::unique_ptr<SshdCluster>> SshdCluster::start(const std::vector<std::string>& hosts) {
+Result<std::unique_ptr<SshdCluster>> SshdCluster::start(
+    const std::vector<std::string>& hosts, const std::vector<std::vector<std::string>>& node_env) {
   if (::geteuid() != 0)
     return make_error("sshd harness needs root (sshd must run as root)", "run the tests as root");
   if (!fs::exists("/usr/sbin/sshd"))
@@ -168,7 +169,10 @@ Result<std::unique_ptr<SshdCluster>> SshdCluster::start(const std::vector<std::s
         << "StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         << "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nMaxStartups 64\nMaxSessions 64\n"
         << "Subsystem sftp internal-sftp\n"
-        << "SetEnv SPARKCTL_NODE_ROOT=" << n.root << "\n";
+        << "SetEnv SPARKCTL_NODE_ROOT=" << n.root;
+    if (i < node_env.size())
+      for (const auto& kv : node_env[i]) cfg << " " << kv;  // one SetEnv line: sshd keeps the first
+    cfg << "\n";
     SPK_TRY(write_file_atomic(n.config, cfg.str(), 0600));
     c->nodes_.push_back(n);
     SPK_TRY(c->start_node(c->nodes_.back()));

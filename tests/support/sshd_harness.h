@@ -9,8 +9,8 @@
 //   node<i>/host_ed25519[.pub]  its own host key (ssh-keygen -t ed25519)
 //   node<i>/sshd_config         ListenAddress <host>:<free port>, StrictModes no, UsePAM no, pubkey only,
 //                               AuthorizedKeysFile <dir>/authorized_keys, Subsystem sftp internal-sftp,
-//                               SetEnv SPARKCTL_NODE_ROOT=<root>  (no ForceCommand: the client's command
-//                               runs)
+//                               SetEnv SPARKCTL_NODE_ROOT=<root> [node_env...]  (no ForceCommand: the
+//                               client's command runs)
 //   node<i>/root/               the node's root: its state, cache and bin/sparkctl live here; every
 //                               session sees it as $SPARKCTL_NODE_ROOT
 // One client key (<dir>/client_ed25519) is authorized on every node; sessions log in as the current user.
@@ -44,8 +44,11 @@ struct SshdNode {
 
 class SshdCluster {
  public:
-  // Starts one sshd per host and waits until each accepts TCP connections (<= 5 s each).
-  static Result<std::unique_ptr<SshdCluster>> start(const std::vector<std::string>& hosts);
+  // Starts one sshd per host and waits until each accepts TCP connections (<= 5 s each). `node_env[i]`
+  // (optional, "NAME=value" items) is added to node i's SetEnv line: every session of that node sees it
+  // (e.g. SPARKCTL_SYSFS_ROOT=<a fake sysfs tree>).
+  static Result<std::unique_ptr<SshdCluster>> start(
+      const std::vector<std::string>& hosts, const std::vector<std::vector<std::string>>& node_env = {});
   ~SshdCluster();
   SshdCluster(const SshdCluster&) = delete;
   SshdCluster& operator=(const SshdCluster&) = delete;
