@@ -34,6 +34,8 @@ struct EngineConfig {
   std::vector<int32_t> eos_ids;
   uint64_t base_seed = 0;     // unseeded requests get base_seed + a per-sequence counter
   size_t max_waiting = 4096;  // queue bound; beyond it submit() is refused (HTTP 429)
+  // Automatic prefix caching (block_manager.h): a prompt's cached full blocks are reused, not recomputed.
+  bool enable_prefix_caching = true;
 };
 
 // Tokens for one sequence since the last take(), plus how it ended.
@@ -41,6 +43,7 @@ struct SeqUpdate {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;  // parallel to tokens when logprobs were asked for
   int num_generated = 0;        // total generated so far (stop/eos token included)
+  int cached_tokens = 0;        // prompt tokens the prefix cache supplied (known from the first token on)
   bool done = false;
   FinishReason finish = FinishReason::none;
   std::string error;  // non-empty: the step failed; the sequence is gone
@@ -51,6 +54,8 @@ class SeqChannel {
   // Waits up to `timeout` for news; moves everything pending into `out`. False on timeout.
   bool take(SeqUpdate& out, std::chrono::milliseconds timeout);
   void push(int32_t token, float logprob, int num_generated);
+  // Set before the first push/close: the prompt tokens that came from the prefix cache.
+  void set_cached_tokens(int n);
   // `num_generated` < 0 keeps the last count. A stop/eos token is counted but never pushed.
   void close(FinishReason why, std::string error = {}, int num_generated = -1);
 

@@ -1,5 +1,6 @@
 #include "runtime/serve/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace spk::rt {
@@ -63,6 +64,11 @@ void Metrics::e2e(double s) {
   std::lock_guard l(mu_);
   e2e_.observe(s);
 }
+void Metrics::prefix_cache(int queries, int hits) {
+  std::lock_guard l(mu_);
+  prefix_queries_ += static_cast<uint64_t>(std::max(queries, 0));
+  prefix_hits_ += static_cast<uint64_t>(std::max(hits, 0));
+}
 void Metrics::set_gauge_source(std::function<Gauges()> f) {
   std::lock_guard l(mu_);
   gauges_ = std::move(f);
@@ -113,6 +119,14 @@ std::string Metrics::render(const std::string& model) const {
   o += "# HELP sparkctl_preemptions_total Sequences preempted (recompute) for lack of KV blocks.\n";
   o += "# TYPE sparkctl_preemptions_total counter\n";
   o += "sparkctl_preemptions_total" + lbl + " " + std::to_string(g.preemptions) + "\n";
+  // vLLM's prefix cache counters (tokens, counted at each request's first admission).
+  const std::string vlbl = "{model_name=\"" + model + "\",engine=\"0\"}";
+  o += "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.\n";
+  o += "# TYPE vllm:prefix_cache_queries_total counter\n";
+  o += "vllm:prefix_cache_queries_total" + vlbl + " " + std::to_string(prefix_queries_) + "\n";
+  o += "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.\n";
+  o += "# TYPE vllm:prefix_cache_hits_total counter\n";
+  o += "vllm:prefix_cache_hits_total" + vlbl + " " + std::to_string(prefix_hits_) + "\n";
   return o;
 }
 
