@@ -29,7 +29,8 @@ struct ChoiceState {
   std::string full_text;
   std::vector<OutputDelta> deltas;  // structured output not yet taken (take_deltas)
   int completion_tokens = 0;
-  int consumed = 0;  // tokens taken from the channel
+  int consumed = 0;       // tokens taken from the channel
+  int cached_tokens = 0;  // prompt tokens the prefix cache supplied (the engine says with the first token)
   bool done = false;
   bool role_sent = false;    // chat streams: the first chunk carries the assistant role
   bool finish_sent = false;  // streams: the chunk with finish_reason went out
@@ -80,6 +81,7 @@ class Generation {
 
  private:
   void consume(ChoiceState& c, SeqUpdate& u);
+  [[nodiscard]] int cached_tokens() const { return choices_.empty() ? 0 : choices_[0].cached_tokens; }
 
   Engine& engine_;
   std::shared_ptr<const Tokenizer> tok_;
