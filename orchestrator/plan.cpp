@@ -71,6 +71,7 @@ std::vector<std::string> serve_argv(const Recipe& r, const Node& n, int rank, co
     a.push_back(flag);
     a.push_back(value);
   }
+  a.push_back(r.enable_prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
   return a;
 }
 

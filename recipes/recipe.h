@@ -8,6 +8,7 @@
 //   max_num_batched_tokens, gpu_memory_utilization, device_memory_gib (cpu), port, bind, api_key_env,
 //   master_port, chat_template_kwargs: {k: v}, env: {NAME: value}, warmup: [{prompt_tokens, max_tokens,
 //   repeat}]
+//   enable_prefix_caching: true|false (default true)
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,7 @@ struct Recipe {
   int64_t max_model_len = 4096;
   int max_num_seqs = 8;
   int64_t max_num_batched_tokens = 8192;  // per scheduler step (chunked prefill above it)
+  bool enable_prefix_caching = true;      // reuse cached full KV blocks of a prompt's prefix (as vLLM)
   double gpu_memory_utilization = 0.90;   // fraction of device memory the runtime may take, (0,1]
   std::optional<double>
       device_memory_gib;  // backend cpu: the RAM budget the memory planner treats as device memory
