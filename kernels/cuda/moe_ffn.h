@@ -3,9 +3,11 @@
 //
 // Expert-major, so every active expert's weights are read once per step whatever the batch:
 //  1. plan (moe_plan.h): the active experts and their slots, on the device (no host round trip);
-//  2. gate/up: per (active expert, intermediate row) one warp streams the two weight rows (16-byte loads)
-//     and dots them with each of the expert's tokens, 4 at a time -> h[slot] = silu(g) * u (fp32);
-//  3. down: per (active expert, output row) likewise -> y[slot];
+//  2. gate/up: per (active expert, R intermediate rows) one warp streams the 2R weight rows (16-byte
+//     streaming loads, U chunks of every row issued before any is used, so 2R x U loads are in flight a
+//     lane) and dots them with each of the expert's tokens, 4 at a time -> h[slot] = silu(g) * u (fp32);
+//  3. down: per (active expert, R output rows) likewise -> y[slot];
+//     R x U per kernel: SPARKCTL_MOE_GEMV="R1xU1,R2xU2" (measuring only; 1x1 = one row, one load a lane);
 //  4. combine: out[t] = sum of w * y over t's slots in ascending expert index (the CPU reference's order).
 // With many tokens per expert (prefill, large batches) steps 2-3 run on tensor cores instead
 // (moe_gemm.cu: bf16 activations, fp32 accumulation, 64 x 64 tiles per expert).

@@ -23,15 +23,17 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(const std::string& name, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& labels, std::string& out) const {
+  const std::string pre = labels.empty() ? "" : labels + ",";
+  const std::string lbl = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+    out += name + "_bucket{" + pre + "le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
   }
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + num(sum_) + "\n";
-  out += name + "_count " + std::to_string(count_) + "\n";
+  out += name + "_bucket{" + pre + "le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum" + lbl + " " + num(sum_) + "\n";
+  out += name + "_count" + lbl + " " + std::to_string(count_) + "\n";
 }
 
 Metrics::Metrics()
@@ -82,51 +84,45 @@ std::string Metrics::render(const std::string& model) const {
   }
   Gauges g = gsrc ? gsrc() : Gauges{};  // outside mu_: the source takes the engine's lock
   std::lock_guard l(mu_);
-  const std::string lbl = "{model_name=\"" + model + "\"}";
+  // vLLM's names and labels where the meaning is the same (dashboards built for vLLM read them as they
+  // are); what only sparkctl reports keeps the sparkctl_ prefix.
+  const std::string labels = "model_name=\"" + model + "\",engine=\"0\"";
+  const std::string lbl = "{" + labels + "}";
   std::string o;
-  o += "# HELP sparkctl_requests_total HTTP requests by route and status code.\n";
-  o += "# TYPE sparkctl_requests_total counter\n";
+  auto head = [&o](const char* name, const char* type, const char* help) {
+    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  };
+  auto line = [&o, &lbl](const char* name, const std::string& v) { o += name + lbl + " " + v + "\n"; };
+  head("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
+  line("vllm:num_requests_running", std::to_string(g.running));
+  head("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
+  line("vllm:num_requests_waiting", std::to_string(g.waiting));
+  head("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
+  line("vllm:kv_cache_usage_perc", num(g.kv_usage));
+  head("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions from the engine.");
+  line("vllm:num_preemptions_total", std::to_string(g.preemptions));
+  head("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
+  line("vllm:prompt_tokens_total", std::to_string(prompt_tokens_));
+  head("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
+  line("vllm:generation_tokens_total", std::to_string(generation_tokens_));
+  // Tokens, counted at each request's first admission (as vLLM: preempted re-admissions are not queries).
+  head("vllm:prefix_cache_queries_total", "counter",
+       "Prefix cache queries, in terms of number of queried tokens.");
+  line("vllm:prefix_cache_queries_total", std::to_string(prefix_queries_));
+  head("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  line("vllm:prefix_cache_hits_total", std::to_string(prefix_hits_));
+  head("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.");
+  ttft_.render("vllm:time_to_first_token_seconds", labels, o);
+  head("vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.");
+  itl_.render("vllm:inter_token_latency_seconds", labels, o);
+  head("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.");
+  e2e_.render("vllm:e2e_request_latency_seconds", labels, o);
+  head("sparkctl_requests_total", "counter", "HTTP requests by route and status code.");
   for (const auto& [k, v] : requests_)
     o += "sparkctl_requests_total{model_name=\"" + model + "\",route=\"" + k.first + "\",status=\"" +
          std::to_string(k.second) + "\"} " + std::to_string(v) + "\n";
-  o += "# HELP sparkctl_prompt_tokens_total Prompt tokens of admitted requests.\n";
-  o += "# TYPE sparkctl_prompt_tokens_total counter\n";
-  o += "sparkctl_prompt_tokens_total" + lbl + " " + std::to_string(prompt_tokens_) + "\n";
-  o += "# HELP sparkctl_generation_tokens_total Generated tokens.\n";
-  o += "# TYPE sparkctl_generation_tokens_total counter\n";
-  o += "sparkctl_generation_tokens_total" + lbl + " " + std::to_string(generation_tokens_) + "\n";
-  o += "# HELP sparkctl_time_to_first_token_seconds Arrival to first generated token.\n";
-  o += "# TYPE sparkctl_time_to_first_token_seconds histogram\n";
-  ttft_.render("sparkctl_time_to_first_token_seconds", o);
-  o += "# HELP sparkctl_inter_token_latency_seconds Time between consecutive tokens of a sequence.\n";
-  o += "# TYPE sparkctl_inter_token_latency_seconds histogram\n";
-  itl_.render("sparkctl_inter_token_latency_seconds", o);
-  o += "# HELP sparkctl_e2e_request_latency_seconds Arrival to last token.\n";
-  o += "# TYPE sparkctl_e2e_request_latency_seconds histogram\n";
-  e2e_.render("sparkctl_e2e_request_latency_seconds", o);
-  o += "# HELP sparkctl_kv_cache_usage_ratio Fraction of KV blocks in use (0..1).\n";
-  o += "# TYPE sparkctl_kv_cache_usage_ratio gauge\n";
-  o += "sparkctl_kv_cache_usage_ratio" + lbl + " " + num(g.kv_usage) + "\n";
-  o += "# HELP sparkctl_kv_cache_blocks Blocks in the KV pool.\n";
-  o += "# TYPE sparkctl_kv_cache_blocks gauge\n";
-  o += "sparkctl_kv_cache_blocks" + lbl + " " + std::to_string(g.kv_blocks_total) + "\n";
-  o += "# HELP sparkctl_num_requests_running Sequences in the running batch.\n";
-  o += "# TYPE sparkctl_num_requests_running gauge\n";
-  o += "sparkctl_num_requests_running" + lbl + " " + std::to_string(g.running) + "\n";
-  o += "# HELP sparkctl_num_requests_waiting Sequences queued (incl. preempted).\n";
-  o += "# TYPE sparkctl_num_requests_waiting gauge\n";
-  o += "sparkctl_num_requests_waiting" + lbl + " " + std::to_string(g.waiting) + "\n";
-  o += "# HELP sparkctl_preemptions_total Sequences preempted (recompute) for lack of KV blocks.\n";
-  o += "# TYPE sparkctl_preemptions_total counter\n";
-  o += "sparkctl_preemptions_total" + lbl + " " + std::to_string(g.preemptions) + "\n";
-  // vLLM's prefix cache counters (tokens, counted at each request's first admission).
-  const std::string vlbl = "{model_name=\"" + model + "\",engine=\"0\"}";
-  o += "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.\n";
-  o += "# TYPE vllm:prefix_cache_queries_total counter\n";
-  o += "vllm:prefix_cache_queries_total" + vlbl + " " + std::to_string(prefix_queries_) + "\n";
-  o += "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of number of cached tokens.\n";
-  o += "# TYPE vllm:prefix_cache_hits_total counter\n";
-  o += "vllm:prefix_cache_hits_total" + vlbl + " " + std::to_string(prefix_hits_) + "\n";
+  head("sparkctl_kv_cache_blocks", "gauge", "Blocks in the KV pool.");
+  line("sparkctl_kv_cache_blocks", std::to_string(g.kv_blocks_total));
   return o;
 }
 

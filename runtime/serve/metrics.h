@@ -1,4 +1,7 @@
-// Prometheus text exposition for /metrics: request counters by route and status, token counters,
+// Prometheus text exposition for /metrics under vLLM's metric names and labels (vllm:num_requests_running,
+// vllm:kv_cache_usage_perc, vllm:prompt_tokens_total, vllm:time_to_first_token_seconds, ...; labels
+// model_name and engine) where the meaning is the same, sparkctl_* for the rest: request counters by
+// route and status, token counters,
 // TTFT / inter-token-latency / end-to-end histograms, and gauges sampled at scrape time (KV usage,
 // running and waiting sequences). Thread-safe: HTTP threads and the engine thread record concurrently.
 #pragma once
@@ -17,8 +20,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
   void observe(double v);
-  // Appends "<name>_bucket{le=..}", "_sum", "_count" lines.
-  void render(const std::string& name, std::string& out) const;
+  // Appends "<name>_bucket{<labels>,le=..}", "_sum{<labels>}", "_count{<labels>}" lines.
+  void render(const std::string& name, const std::string& labels, std::string& out) const;
   [[nodiscard]] uint64_t count() const { return count_; }
 
  private:

@@ -33,18 +33,18 @@ StatsSnapshot parse_stats(const std::string& text) {
   double v = 0;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
-    if (value_of(line, "sparkctl_prompt_tokens_total", v))
+    if (value_of(line, "vllm:prompt_tokens_total", v))
       s.prompt_tokens = static_cast<uint64_t>(v);
-    else if (value_of(line, "sparkctl_generation_tokens_total", v))
+    else if (value_of(line, "vllm:generation_tokens_total", v))
       s.generation_tokens = static_cast<uint64_t>(v);
     else if (value_of(line, "sparkctl_requests_total", v) &&
              line.find("/v1/") != std::string::npos)  // API requests, not health checks or scrapes
       s.requests += static_cast<uint64_t>(v);
-    else if (value_of(line, "sparkctl_kv_cache_usage_ratio", v))
+    else if (value_of(line, "vllm:kv_cache_usage_perc", v))
       s.kv_usage = v;
-    else if (value_of(line, "sparkctl_num_requests_running", v))
+    else if (value_of(line, "vllm:num_requests_running", v))
       s.running = static_cast<int>(v);
-    else if (value_of(line, "sparkctl_num_requests_waiting", v))
+    else if (value_of(line, "vllm:num_requests_waiting", v))
       s.waiting = static_cast<int>(v);
     else if (value_of(line, "vllm:prefix_cache_queries_total", v))
       s.prefix_queries = static_cast<uint64_t>(v);

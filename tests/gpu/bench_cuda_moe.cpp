@@ -70,8 +70,19 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&ca, cb));
   CK(cudaMalloc(&cc, cb));
   CK(cudaMemset(ca, 1, cb));
-  const float copy_us =
-      graph_us(s, 20, [&] { CK(cudaMemcpyAsync(cc, ca, cb, cudaMemcpyDeviceToDevice, s)); });
+  // A stream copy, not a graph node: a memcpy node goes to a copy engine (~2.7 TB/s), a stream
+  // device-to-device copy runs on the SMs like the kernels do.
+  cudaEvent_t c0, c1;
+  CK(cudaEventCreate(&c0));
+  CK(cudaEventCreate(&c1));
+  for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(cc, ca, cb, cudaMemcpyDeviceToDevice, s));
+  CK(cudaEventRecord(c0, s));
+  for (int i = 0; i < 10; ++i) CK(cudaMemcpyAsync(cc, ca, cb, cudaMemcpyDeviceToDevice, s));
+  CK(cudaEventRecord(c1, s));
+  CK(cudaEventSynchronize(c1));
+  float copy_ms = 0;
+  CK(cudaEventElapsedTime(&copy_ms, c0, c1));
+  const float copy_us = copy_ms * 1e3f / 10;
   const double bw = 2.0 * cb / (copy_us * 1e-6);
   CK(cudaFree(ca));
   CK(cudaFree(cc));
@@ -132,6 +143,13 @@ int main(int argc, char** argv) {
       }
     };
     const float gemv = graph_us(s, iters, [&] { run(false); });
+    if (n <= 64 && std::getenv("SPK_BENCH_GEMV_SWEEP")) {  // rows x chunks in flight, gate/up and down
+      for (const char* cfg : {"1x1,1x1", "1x4,1x4", "2x2,2x4", "2x4,2x4", "4x2,4x2", "4x1,4x4", "1x2,2x2"}) {
+        setenv("SPARKCTL_MOE_GEMV", cfg, 1);
+        std::printf("  n %d gemv %s: %.1f us\n", n, cfg, graph_us(s, iters, [&] { run(false); }));
+      }
+      unsetenv("SPARKCTL_MOE_GEMV");
+    }
     const float tc = graph_us(s, iters, [&] { run(true); });
     spk::cuda::moe::Plan p;
     spk::cuda::moe::carve(scratch, n * k, E, d, inter, &p);

@@ -291,8 +291,17 @@ TEST_F(ServerFixture, ClientDisconnectFreesTheSequence) {
   EXPECT_TRUE(freed) << "the sequence kept running after its client left";
   auto m = client().Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_NE(m->body.find("sparkctl_generation_tokens_total{model_name=\"tiny\"}"), std::string::npos);
-  EXPECT_NE(m->body.find("sparkctl_time_to_first_token_seconds_bucket"), std::string::npos);
+  EXPECT_NE(m->body.find("vllm:generation_tokens_total{model_name=\"tiny\",engine=\"0\"}"), std::string::npos)
+      << m->body;
+  EXPECT_NE(
+      m->body.find("vllm:time_to_first_token_seconds_bucket{model_name=\"tiny\",engine=\"0\",le=\"0.001\"}"),
+      std::string::npos)
+      << m->body;
+  for (const char* name :
+       {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:inter_token_latency_seconds_count",
+        "vllm:e2e_request_latency_seconds_sum"})
+    EXPECT_NE(m->body.find(std::string(name) + "{model_name=\"tiny\""), std::string::npos) << name;
   EXPECT_LT(engine_->gauges().preemptions + model_.steps.load(), 100000u);
 }
 

@@ -236,9 +236,10 @@ TEST(TpServe, KillingOneRankMidGenerationEndsEveryRank) {
   bool flowing = false;
   for (int i = 0; i < 200 && !flowing; ++i) {
     auto m = c.Get("/metrics");
-    flowing =
-        m && m->body.find("sparkctl_generation_tokens_total{model_name=\"tiny\"} 0\n") == std::string::npos &&
-        m->body.find("sparkctl_generation_tokens_total") != std::string::npos;
+    flowing = m &&
+              m->body.find("vllm:generation_tokens_total{model_name=\"tiny\",engine=\"0\"} 0\n") ==
+                  std::string::npos &&
+              m->body.find("vllm:generation_tokens_total") != std::string::npos;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(flowing);
