@@ -57,6 +57,7 @@ struct ServeFlags {
   int max_num_batched_tokens = 8192;  // = the recipe default (recipes/recipe.h)
   int block_size = 16;
   std::string kv_cache_dtype = "auto";
+  bool enable_prefix_caching = true;  // as vLLM: on unless --no-enable-prefix-caching
   bool dry_run_memory = false;
   bool refuse_nonfinite = false;
   size_t max_body_mib = 4;
@@ -310,6 +311,8 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   ec.eos_ids = mc.eos_token_ids;
   ec.base_seed = f.seed;
   ec.scripted_tokens = std::move(scripted);
+  ec.enable_prefix_caching = f.enable_prefix_caching;
+  spdlog::info("prefix caching: {}", f.enable_prefix_caching ? "enabled" : "disabled");
   rt::Engine engine(em, ec, &metrics);
   metrics.set_gauge_source([&engine] { return engine.gauges(); });
 
@@ -412,6 +415,9 @@ void setup_runtime(CLI::App& app, Context& ctx) {
       ->check(CLI::PositiveNumber);
   s->add_option("--block-size", f->block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   s->add_option("--kv-cache-dtype", f->kv_cache_dtype, "KV cache dtype (only auto is built)");
+  s->add_flag(
+      "--enable-prefix-caching,!--no-enable-prefix-caching", f->enable_prefix_caching,
+      "reuse the KV of cached full blocks of a prompt's prefix instead of recomputing it (default on)");
   s->add_flag("--dry-run-memory", f->dry_run_memory, "print the memory plan as JSON and exit");
   s->add_flag("--refuse-nonfinite", f->refuse_nonfinite,
               "refuse a checkpoint holding NaN/Inf weights (default: load it with a warning)")

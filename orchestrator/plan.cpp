@@ -81,6 +81,7 @@ std::vector<std::string> serve_argv(const Recipe& r, const Node& n, int rank, co
     a.push_back("--default-chat-template-kwargs");
     a.push_back(r.chat_template_kwargs.dump());
   }
+  a.push_back(r.enable_prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
   return a;
 }
 

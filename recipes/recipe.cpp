@@ -55,6 +55,7 @@ nlohmann::json to_json(const Recipe& r) {
             {"max_model_len", r.max_model_len},
             {"max_num_seqs", r.max_num_seqs},
             {"max_num_batched_tokens", r.max_num_batched_tokens},
+            {"enable_prefix_caching", r.enable_prefix_caching},
             {"gpu_memory_utilization", r.gpu_memory_utilization},
             {"device_memory_gib", r.device_memory_gib ? json(*r.device_memory_gib) : json()},
             {"port", r.port},

@@ -9,6 +9,7 @@
 //   master_port, mem_floor_gib, chat_template_kwargs: {k: v}, tool_call_parser, reasoning_parser,
 //   env: {NAME: value}, warmup: [{prompt_tokens, max_tokens, repeat}], fabric: {setup: bool, mtu: N}
 //   (multi-node lanes: up runs `fabric setup` when root; the MTU the fabric gate asks for)
+//   enable_prefix_caching: true|false (default true)
 #pragma once
 
 #include <cstdint>
@@ -75,6 +76,7 @@ struct Recipe {
   int64_t max_model_len = 4096;
   int max_num_seqs = 8;
   int64_t max_num_batched_tokens = 8192;  // per scheduler step (chunked prefill above it)
+  bool enable_prefix_caching = true;      // reuse cached full KV blocks of a prompt's prefix (as vLLM)
   double gpu_memory_utilization = 0.90;   // fraction of device memory the runtime may take, (0,1]
   std::optional<double>
       device_memory_gib;  // backend cpu: the RAM budget the memory planner treats as device memory

@@ -27,6 +27,7 @@ constexpr std::string_view kTopKeys[] = {"name",
                                          "max_model_len",
                                          "max_num_seqs",
                                          "max_num_batched_tokens",
+                                         "enable_prefix_caching",
                                          "gpu_memory_utilization",
                                          "device_memory_gib",
                                          "port",
@@ -288,6 +289,7 @@ class Loader {
                  std::to_string(*v) + " is smaller than block_size " + std::to_string(r_.block_size),
                  "set max_num_batched_tokens >= block_size, like 8192");
     }
+    if (auto v = y_.boolean(root_, "enable_prefix_caching", "")) r_.enable_prefix_caching = *v;
     YAML::Node gmu = YamlReader::find(root_, "gpu_memory_utilization");
     if (auto v = y_.number(root_, "gpu_memory_utilization", "")) {
       if (*v <= 0.0 || *v > 1.0)

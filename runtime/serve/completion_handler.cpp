@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -224,6 +225,7 @@ void Generation::keep_text(ChoiceState& c, size_t from) {
 }
 
 void Generation::consume(ChoiceState& c, SeqUpdate& u) {
+  c.cached_tokens = std::max(c.cached_tokens, u.cached_tokens);
   for (size_t i = 0; i < u.tokens.size() && !c.done; ++i) {
     int32_t t = u.tokens[i];
     std::string piece = c.dec->push(t);
@@ -355,7 +357,7 @@ std::string Generation::take_stream_events() {
   }
   if (all_done() && !final_sent_) {
     if (req_.include_usage) {
-      Usage u{prompt_tokens_, 0};
+      Usage u{prompt_tokens_, 0, cached_tokens()};
       for (const auto& c : choices_) u.completion_tokens += c.completion_tokens;
       ev += sse_event(usage_chunk(id_, created_, model_, req_.chat, u));
     }
@@ -382,7 +384,7 @@ ChoiceOutput Generation::output(int i) const {
 }
 
 Usage Generation::usage() const {
-  Usage u{prompt_tokens_, 0};
+  Usage u{prompt_tokens_, 0, cached_tokens()};
   for (const auto& c : choices_) u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
   return u;
 }
@@ -396,7 +398,7 @@ std::optional<ApiError> Generation::failure() const {
 
 std::variant<nlohmann::json, ApiError> Generation::response() const {
   std::vector<Choice> out;
-  Usage u{prompt_tokens_, 0};
+  Usage u{prompt_tokens_, 0, cached_tokens()};
   for (const auto& c : choices_) {
     if (!c.error.empty()) {
       spdlog::warn("generation {} choice {}: {}", id_, c.index, c.error);

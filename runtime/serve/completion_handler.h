@@ -28,7 +28,8 @@ struct ChoiceState {
   Choice pending;                        // content text (and logprobs) not yet sent
   std::vector<OutputDelta> deltas;       // structured output not yet taken (take_deltas / chat stream)
   int completion_tokens = 0;
-  int consumed = 0;  // tokens taken from the channel
+  int consumed = 0;       // tokens taken from the channel
+  int cached_tokens = 0;  // prompt tokens the prefix cache supplied (the engine says with the first token)
   bool done = false;
   bool role_sent = false;    // chat streams: the first chunk carries the assistant role
   bool finish_sent = false;  // streams: the chunk with finish_reason went out
@@ -91,6 +92,7 @@ class Generation {
   void keep_text(ChoiceState& c, size_t from);
   [[nodiscard]] std::string finish_of(const ChoiceState& c) const;
   std::string chat_stream_events(ChoiceState& c, bool finishing);
+  [[nodiscard]] int cached_tokens() const { return choices_.empty() ? 0 : choices_[0].cached_tokens; }
 
   Engine& engine_;
   std::shared_ptr<const Tokenizer> tok_;

@@ -14,6 +14,7 @@ bool SeqChannel::take(SeqUpdate& out, std::chrono::milliseconds timeout) {
   out.tokens.insert(out.tokens.end(), pending_.tokens.begin(), pending_.tokens.end());
   out.logprobs.insert(out.logprobs.end(), pending_.logprobs.begin(), pending_.logprobs.end());
   out.num_generated = pending_.num_generated;
+  out.cached_tokens = pending_.cached_tokens;
   out.done = pending_.done;
   out.finish = pending_.finish;
   out.error = pending_.error;
@@ -34,6 +35,11 @@ void SeqChannel::push(int32_t token, float logprob, int num_generated) {
   cv_.notify_all();
 }
 
+void SeqChannel::set_cached_tokens(int n) {
+  std::lock_guard l(mu_);
+  pending_.cached_tokens = n;
+}
+
 void SeqChannel::close(FinishReason why, std::string error, int num_generated) {
   {
     std::lock_guard l(mu_);
@@ -50,7 +56,7 @@ Engine::Engine(Model& model, EngineConfig cfg, Metrics* metrics)
     : model_(model),
       cfg_(std::move(cfg)),
       metrics_(metrics),
-      blocks_(model.num_blocks(), model.block_size()),
+      blocks_(model.num_blocks(), model.block_size(), cfg_.enable_prefix_caching),
       sched_(cfg_.sched, blocks_) {
   gauges_.kv_blocks_total = blocks_.num_blocks();
 }
@@ -203,6 +209,8 @@ void Engine::step() {
       finish(sched_.waiting().front()->id, FinishReason::none, "sequence does not fit the KV cache");
     return;
   }
+  if (metrics_ && (out.prefix_queries > 0 || out.prefix_hits > 0))
+    metrics_->prefix_cache(out.prefix_queries, out.prefix_hits);
   StepBatch batch = sched_.build_batch(out);
   // Sampling runs on the backend (only ids come back); rows it hands back are sampled here.
   std::vector<SampleRow> rows;
@@ -249,6 +257,7 @@ void Engine::step() {
     }
     s.tokens.push_back(tok);
     const int gen = s.num_generated();
+    if (gen == 1) l.channel->set_cached_tokens(std::max(0, s.num_cached_tokens));
     if (metrics_) {
       if (gen == 1)
         metrics_->ttft(std::chrono::duration<double>(now - l.arrival).count());

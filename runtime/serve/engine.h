@@ -38,6 +38,8 @@ struct EngineConfig {
   // sequence's k-th generated token is scripted_tokens[k] instead of the sampled one, then eos_ids[0]
   // once the script is spent. The model still runs every step (same timing, same KV traffic).
   std::vector<int32_t> scripted_tokens;
+  // Automatic prefix caching (block_manager.h): a prompt's cached full blocks are reused, not recomputed.
+  bool enable_prefix_caching = true;
 };
 
 // Tokens for one sequence since the last take(), plus how it ended.
@@ -45,6 +47,7 @@ struct SeqUpdate {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;  // parallel to tokens when logprobs were asked for
   int num_generated = 0;        // total generated so far (stop/eos token included)
+  int cached_tokens = 0;        // prompt tokens the prefix cache supplied (known from the first token on)
   bool done = false;
   FinishReason finish = FinishReason::none;
   std::string error;  // non-empty: the step failed; the sequence is gone
@@ -55,6 +58,8 @@ class SeqChannel {
   // Waits up to `timeout` for news; moves everything pending into `out`. False on timeout.
   bool take(SeqUpdate& out, std::chrono::milliseconds timeout);
   void push(int32_t token, float logprob, int num_generated);
+  // Set before the first push/close: the prompt tokens that came from the prefix cache.
+  void set_cached_tokens(int n);
   // `num_generated` < 0 keeps the last count. A stop/eos token is counted but never pushed.
   void close(FinishReason why, std::string error = {}, int num_generated = -1);
 

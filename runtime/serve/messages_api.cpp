@@ -74,11 +74,12 @@ json tool_input(const std::string& arguments) {
   return in.is_object() ? in : json::object();  // the parsers report only complete JSON objects
 }
 
-json usage_json(int input_tokens, int output_tokens) {
-  return {{"input_tokens", input_tokens},
+// Anthropic counts cache reads apart: input_tokens + cache_read_input_tokens = the whole prompt.
+json usage_json(int input_tokens, int output_tokens, int cached_tokens = 0) {
+  return {{"input_tokens", input_tokens - cached_tokens},
           {"output_tokens", output_tokens},
           {"cache_creation_input_tokens", 0},
-          {"cache_read_input_tokens", 0}};  // 0 until prefix caching exists
+          {"cache_read_input_tokens", cached_tokens}};
 }
 
 json stop_sequence(const ChoiceOutput& out) {
@@ -106,7 +107,7 @@ json messages_response(const std::string& id, const std::string& model, const Ch
           {"content", content},
           {"stop_reason", anthropic_stop_reason(out)},
           {"stop_sequence", stop_sequence(out)},
-          {"usage", usage_json(usage.prompt_tokens, usage.completion_tokens)}};
+          {"usage", usage_json(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)}};
 }
 
 MessagesStream::MessagesStream(std::string id, std::string model, int input_tokens)
@@ -194,7 +195,10 @@ std::string MessagesStream::finish(const ChoiceOutput& out, const Usage& usage) 
       "message_delta",
       {{"type", "message_delta"},
        {"delta", {{"stop_reason", anthropic_stop_reason(out)}, {"stop_sequence", stop_sequence(out)}}},
-       {"usage", {{"output_tokens", usage.completion_tokens}}}});
+       {"usage",
+        {{"output_tokens", usage.completion_tokens},  // the cache is known once tokens flow: say it here
+         {"input_tokens", usage.prompt_tokens - usage.cached_tokens},
+         {"cache_read_input_tokens", usage.cached_tokens}}}});
   ev += sse_named_event("message_stop", {{"type", "message_stop"}});
   return ev;
 }

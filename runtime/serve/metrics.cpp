@@ -1,5 +1,6 @@
 #include "runtime/serve/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace spk::rt {
@@ -65,6 +66,11 @@ void Metrics::e2e(double s) {
   std::lock_guard l(mu_);
   e2e_.observe(s);
 }
+void Metrics::prefix_cache(int queries, int hits) {
+  std::lock_guard l(mu_);
+  prefix_queries_ += static_cast<uint64_t>(std::max(queries, 0));
+  prefix_hits_ += static_cast<uint64_t>(std::max(hits, 0));
+}
 void Metrics::set_gauge_source(std::function<Gauges()> f) {
   std::lock_guard l(mu_);
   gauges_ = std::move(f);
@@ -99,6 +105,12 @@ std::string Metrics::render(const std::string& model) const {
   line("vllm:prompt_tokens_total", std::to_string(prompt_tokens_));
   head("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
   line("vllm:generation_tokens_total", std::to_string(generation_tokens_));
+  // Tokens, counted at each request's first admission (as vLLM: preempted re-admissions are not queries).
+  head("vllm:prefix_cache_queries_total", "counter",
+       "Prefix cache queries, in terms of number of queried tokens.");
+  line("vllm:prefix_cache_queries_total", std::to_string(prefix_queries_));
+  head("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.");
+  line("vllm:prefix_cache_hits_total", std::to_string(prefix_hits_));
   head("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.");
   ttft_.render("vllm:time_to_first_token_seconds", labels, o);
   head("vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.");

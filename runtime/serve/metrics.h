@@ -48,6 +48,9 @@ class Metrics {
   void ttft(double seconds);
   void itl(double seconds);
   void e2e(double seconds);
+  // Prefix cache lookups (vLLM's vllm:prefix_cache_queries_total / _hits_total): prompt tokens queried
+  // and tokens found cached, at each request's first admission.
+  void prefix_cache(int queries, int hits);
   // Gauges are read from the engine when /metrics is scraped.
   void set_gauge_source(std::function<Gauges()> f);
   [[nodiscard]] std::string render(const std::string& model_name) const;
@@ -56,6 +59,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  uint64_t prefix_queries_ = 0, prefix_hits_ = 0;
   Histogram ttft_, itl_, e2e_;
   std::function<Gauges()> gauges_;
 };

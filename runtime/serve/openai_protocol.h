@@ -113,6 +113,7 @@ struct Choice {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // of prompt_tokens, how many the prefix cache supplied
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

@@ -22,7 +22,7 @@ namespace {
 
 json usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
-          {"input_tokens_details", {{"cached_tokens", 0}}},  // 0 until prefix caching exists
+          {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"output_tokens", u.completion_tokens},
           {"output_tokens_details", {{"reasoning_tokens", 0}}},  // not counted apart from the rest yet
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};

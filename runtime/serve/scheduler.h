@@ -5,6 +5,12 @@
 // allow. When a running sequence needs a block and the pool is empty, the newest running sequence is
 // preempted: its blocks are freed and it goes back to the FRONT of the waiting queue to be recomputed.
 // No admission happens in a step that preempted. Not thread-safe: the engine thread owns it.
+//
+// Prefix caching (BlockManager built with it on): an admitted sequence first takes the longest run of
+// cached full blocks of its tokens, capped so that its last token is always computed (its logits are
+// sampled), and starts at num_computed = that many tokens; budget and pool only pay for the rest. After
+// each step every block that became full is registered in the cache. Preemption drops the references
+// (the blocks stay cached), so a readmission usually finds its own prefix again.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,9 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;
   std::vector<uint64_t> preempted;  // ids preempted while building this step
   int num_batched_tokens = 0;
+  // Prefix cache lookups of first admissions in this step (vLLM's counting: prompt tokens queried,
+  // tokens found cached). Zero when caching is off.
+  int prefix_queries = 0, prefix_hits = 0;
   [[nodiscard]] bool empty() const { return scheduled.empty(); }
 };
 
@@ -62,6 +71,10 @@ class Scheduler {
 
  private:
   void preempt(const std::shared_ptr<Sequence>& s);
+  // Admits the head of the queue with at most `budget` new tokens; false (nothing changed) when the pool
+  // is too small.
+  bool admit(const std::shared_ptr<Sequence>& s, int budget, SchedulerOutput& out);
+  void cache_full_blocks(Sequence& s);
 
   SchedulerConfig cfg_;
   BlockManager& blocks_;

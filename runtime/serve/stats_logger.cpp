@@ -46,19 +46,26 @@ StatsSnapshot parse_stats(const std::string& text) {
       s.running = static_cast<int>(v);
     else if (value_of(line, "vllm:num_requests_waiting", v))
       s.waiting = static_cast<int>(v);
+    else if (value_of(line, "vllm:prefix_cache_queries_total", v))
+      s.prefix_queries = static_cast<uint64_t>(v);
+    else if (value_of(line, "vllm:prefix_cache_hits_total", v))
+      s.prefix_hits = static_cast<uint64_t>(v);
   }
   return s;
 }
 
 std::string stats_line(const StatsSnapshot& prev, const StatsSnapshot& now, double seconds) {
   const double dt = seconds > 0 ? seconds : 1;
-  char b[320];
+  const double hit_rate =
+      now.prefix_queries > 0 ? 100.0 * double(now.prefix_hits) / double(now.prefix_queries) : 0.0;
+  char b[384];
   std::snprintf(b, sizeof b,
                 "Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d "
-                "reqs, Waiting: %d reqs, KV cache usage: %.1f%%, Requests: %llu total",
+                "reqs, Waiting: %d reqs, KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%, Requests: "
+                "%llu total",
                 double(now.prompt_tokens - prev.prompt_tokens) / dt,
                 double(now.generation_tokens - prev.generation_tokens) / dt, now.running, now.waiting,
-                now.kv_usage * 100.0, static_cast<unsigned long long>(now.requests));
+                now.kv_usage * 100.0, hit_rate, static_cast<unsigned long long>(now.requests));
   return b;
 }
 

@@ -1,7 +1,9 @@
 // What an operator watches in the rank-0 log, the way vLLM prints it:
 //   every interval (10 s; $SPARKCTL_STATS_INTERVAL_S) while serving:
 //     "Avg prompt throughput: 120.4 tokens/s, Avg generation throughput: 31.2 tokens/s, Running: 2 reqs,
-//      Waiting: 0 reqs, KV cache usage: 12.5%, Requests: 14 total"
+//      Waiting: 0 reqs, KV cache usage: 12.5%, Prefix cache hit rate: 48.0%, Requests: 14 total"
+//   (the hit rate: prompt tokens found cached / prompt tokens looked up, since start; vLLM shows it over
+//   its last 1000 requests, the same number until then)
 //   (no line while idle after one idle line), and one access line per finished request:
 //     "request 17 done: 25 prompt + 16 generated tokens in 0.82 s (finish length)"
 // The periodic line reads only Metrics (its Prometheus text), so it costs the engine nothing.
@@ -21,6 +23,7 @@ namespace spk::rt {
 // Counters and gauges read back from Metrics::render's text.
 struct StatsSnapshot {
   uint64_t prompt_tokens = 0, generation_tokens = 0, requests = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;
   double kv_usage = 0;  // 0..1
   int running = 0, waiting = 0;
 };

@@ -21,6 +21,7 @@ TEST(StatsLogger, ReadsCountersAndGaugesBackFromMetrics) {
   m.request_done("/v1/chat/completions", 200);
   m.request_done("/v1/completions", 400);
   m.request_done("/health", 200);  // not an API request
+  m.prefix_cache(200, 64);
   const StatsSnapshot now = parse_stats(m.render("demo"));
   EXPECT_EQ(now.prompt_tokens, 200u);
   EXPECT_EQ(now.generation_tokens, 50u);
@@ -28,9 +29,12 @@ TEST(StatsLogger, ReadsCountersAndGaugesBackFromMetrics) {
   EXPECT_EQ(now.running, 3);
   EXPECT_EQ(now.waiting, 1);
   EXPECT_DOUBLE_EQ(now.kv_usage, 0.25);
+  EXPECT_EQ(now.prefix_queries, 200u);
+  EXPECT_EQ(now.prefix_hits, 64u);
   EXPECT_EQ(stats_line(before, now, 10.0),
             "Avg prompt throughput: 20.0 tokens/s, Avg generation throughput: 5.0 tokens/s, Running: 3 reqs, "
-            "Waiting: 1 reqs, KV cache usage: 25.0%, Requests: 2 total");
+            "Waiting: 1 reqs, KV cache usage: 25.0%, Prefix cache hit rate: 32.0%, Requests: 2 total");
+  EXPECT_NE(stats_line(before, before, 10.0).find("Prefix cache hit rate: 0.0%"), std::string::npos);
 }
 
 TEST(StatsLogger, AccessLineNamesTokensTimeAndFinish) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "recipes/recipe_loader.h"
 #include "recipes/recipe_store.h"
 
 namespace spk {
@@ -89,7 +90,8 @@ TEST(Plan, LaneDemoOnTheLocalCluster) {
                                                                 "--state-dir",
                                                                 "/st",
                                                                 "--default-chat-template-kwargs",
-                                                                R"({"enable_thinking":false})"}));
+                                                                R"({"enable_thinking":false})",
+                                                                "--enable-prefix-caching"}));
   EXPECT_TRUE(p->ranks[0].process.env.empty());  // cpu, one node, recipe sets no env
   EXPECT_EQ(p->endpoint, "http://127.0.0.1:8000/v1");
   std::string text = to_text(*p);
@@ -226,6 +228,31 @@ TEST(Plan, SeveralGpusPerNodeGetOneRankEach) {
   EXPECT_EQ(p->steps[7].kind, StepKind::launch_rank0);
   EXPECT_EQ(p->ranks[2].process.env.back(),
             (std::pair<std::string, std::string>{"CUDA_VISIBLE_DEVICES", "2"}));
+}
+
+TEST(Plan, PrefixCachingReachesTheArgvFromTheRecipe) {
+  const std::string text =
+      "name: pc\nbackend: cpu\nmodel:\n  synthetic: {arch: qwen3, preset: tiny, tokenizer: qwen3, seed: 1}\n"
+      "device_memory_gib: 2\nenable_prefix_caching: false\n";
+  auto l = load_recipe(text, "pc.yaml", "test");
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l.recipe->enable_prefix_caching);
+  EXPECT_EQ(to_json(*l.recipe)["enable_prefix_caching"], false);
+  auto p = build_plan(*l.recipe, local_cluster("/st"));
+  ASSERT_TRUE(p.ok()) << p.error().what();
+  const auto& argv = p->ranks[0].process.argv;
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--no-enable-prefix-caching"), 1);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--enable-prefix-caching"), 0);
+  EXPECT_NE(to_text(*p).find("--no-enable-prefix-caching"), std::string::npos) << to_text(*p);
+  // The default (lane-demo says nothing) is on, as in vLLM.
+  EXPECT_TRUE(lane("lane-demo").enable_prefix_caching);
+  // A value that is not a boolean is refused by key and value.
+  auto bad = load_recipe(text.substr(0, text.size() - 6) + "maybe\n", "pc.yaml", "test");
+  ASSERT_FALSE(bad.ok());
+  bool named = false;
+  for (const auto& d : bad.diagnostics)
+    named = named || (d.key == "enable_prefix_caching" && d.message.find("'maybe'") != std::string::npos);
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

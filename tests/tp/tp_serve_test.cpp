@@ -178,6 +178,54 @@ TEST(TpServe, TwoRanksAnswerExactlyAsOne) {
   EXPECT_EQ(two[1]->wait_exit(std::chrono::seconds(10)), 0) << two[1]->log();
 }
 
+json complete_json(int port, const std::string& prompt, int max_tokens) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  c.set_bearer_token_auth("k");
+  auto r = c.Post(
+      "/v1/completions",
+      json{{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}.dump(),
+      "application/json");
+  if (!r || r->status != 200) return json{{"error", r ? r->body : "no response"}};
+  return json::parse(r->body, nullptr, false);
+}
+
+// Prefix caching under TP: rank 0 alone decides which blocks are reused; the step plan carries each
+// sequence's reused-prefix length (ctx_len - q_len) and block table, and the workers hold the same KV in
+// those blocks because they ran every step that wrote them. Two requests sharing a ~200-token prefix:
+// TP=2 with caching gives exactly TP=1's text, with and without caching, and reports the same cached tokens.
+TEST(TpServe, PrefixCachingTwoRanksAnswerExactlyAsOne) {
+  std::string sys = "You are a careful assistant. Tools: ";
+  for (int i = 0; i < 40; ++i) sys += "tool_" + std::to_string(i) + "(path, mode); ";
+  const std::vector<std::string> prompts = {sys + "Question: what is 2+2?", sys + "Question: list files."};
+  auto run = [&](int world, const std::string& extra) {
+    std::vector<std::unique_ptr<Rank>> ranks;
+    const int port = start_group(ranks, world, extra);
+    std::vector<json> out;
+    for (const auto& p : prompts) out.push_back(complete_json(port, p, 8));
+    ranks[0]->kill(SIGTERM);
+    for (auto& r : ranks) EXPECT_EQ(r->wait_exit(std::chrono::seconds(10)), 0) << r->log();
+    return out;
+  };
+  const auto off = run(1, "--no-enable-prefix-caching");
+  const auto one = run(1, "");
+  const auto two = run(2, "--enable-prefix-caching");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(off[i].contains("choices")) << off[i].dump();
+    ASSERT_TRUE(one[i].contains("choices")) << one[i].dump();
+    ASSERT_TRUE(two[i].contains("choices")) << two[i].dump();
+    EXPECT_EQ(one[i]["choices"][0]["text"], off[i]["choices"][0]["text"]) << i;
+    EXPECT_EQ(two[i]["choices"][0]["text"], one[i]["choices"][0]["text"]) << i;
+    EXPECT_EQ(two[i]["usage"]["prompt_tokens_details"]["cached_tokens"],
+              one[i]["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    EXPECT_EQ(off[i]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  }
+  EXPECT_EQ(one[0]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  const int cached = two[1]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  EXPECT_GT(cached, 100) << two[1].dump();
+  EXPECT_EQ(cached % 16, 0);
+}
+
 TEST(TpServe, KillingOneRankMidGenerationEndsEveryRank) {
   std::vector<std::unique_ptr<Rank>> ranks;
   const int port = start_group(ranks, 4);

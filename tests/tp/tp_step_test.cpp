@@ -29,6 +29,27 @@ TEST(TpStep, RoundTrip) {
   EXPECT_EQ(d->seqs[1].block_table, (std::vector<int32_t>{1, 2}));
 }
 
+// Prefix caching: a sequence admitted with cached blocks starts at position ctx_len - q_len > 0 and may
+// share leading block ids with another sequence. The workers follow the plan only, so those must travel:
+// ctx_len, q_len, positions and the full block table (the KV of the shared blocks was written on every
+// rank by the earlier steps that computed them).
+TEST(TpStep, ReusedPrefixLengthAndSharedBlocksTravel) {
+  StepBatch b;
+  b.tokens = {11, 12, 13};
+  b.positions = {32, 33, 48};  // seq 0: 32 cached tokens, 2 new; seq 1: 48 cached, 1 new
+  b.seqs.push_back({0, 2, 34, {7, 3, 9}});
+  b.seqs.push_back({2, 1, 49, {7, 3, 5, 6}});  // blocks 7 and 3 shared with seq 0
+  b.logit_rows = {1, 2};
+  auto d = decode_step(encode_step(b));
+  ASSERT_TRUE(d.ok()) << d.error().what();
+  EXPECT_EQ(d->positions, b.positions);
+  ASSERT_EQ(d->seqs.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(d->seqs[i].ctx_len - d->seqs[i].q_len, b.seqs[i].ctx_len - b.seqs[i].q_len);
+    EXPECT_EQ(d->seqs[i].block_table, b.seqs[i].block_table);
+  }
+}
+
 TEST(TpStep, MalformedMessagesAreErrors) {
   const std::string m = encode_step(sample());
   for (size_t cut = 0; cut < m.size(); ++cut) {
