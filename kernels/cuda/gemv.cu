@@ -26,6 +26,7 @@
 #include <string>
 
 #include "kernels/cuda/argmax_key.cuh"
+#include "kernels/cuda/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"
@@ -46,20 +47,6 @@ struct Group {
   int n;
   GemvFusion f;
 };
-
-__device__ __forceinline__ float dot8(const uint4& w, const float4& x0, const float4& x1, float a) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const float2 w0 = __bfloat1622float2(h[0]), w1 = __bfloat1622float2(h[1]);
-  const float2 w2 = __bfloat1622float2(h[2]), w3 = __bfloat1622float2(h[3]);
-  a = fmaf(w0.x, x0.x, a);
-  a = fmaf(w0.y, x0.y, a);
-  a = fmaf(w1.x, x0.z, a);
-  a = fmaf(w1.y, x0.w, a);
-  a = fmaf(w2.x, x1.x, a);
-  a = fmaf(w2.y, x1.y, a);
-  a = fmaf(w3.x, x1.z, a);
-  return fmaf(w3.y, x1.w, a);
-}
 
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) {
   return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w);

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/cuda/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe_ffn.h"
 
@@ -13,20 +14,6 @@ constexpr int kTok = 4;    // tokens per pass over a weight row
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-__device__ __forceinline__ float dot8(const uint4& q, const float4& a, const float4& b, float acc) {
-  const auto* p = reinterpret_cast<const __nv_bfloat162*>(&q);
-  const float2 w0 = __bfloat1622float2(p[0]), w1 = __bfloat1622float2(p[1]);
-  const float2 w2 = __bfloat1622float2(p[2]), w3 = __bfloat1622float2(p[3]);
-  acc = fmaf(w0.x, a.x, acc);
-  acc = fmaf(w0.y, a.y, acc);
-  acc = fmaf(w1.x, a.z, acc);
-  acc = fmaf(w1.y, a.w, acc);
-  acc = fmaf(w2.x, b.x, acc);
-  acc = fmaf(w2.y, b.y, acc);
-  acc = fmaf(w3.x, b.z, acc);
-  return fmaf(w3.y, b.w, acc);
 }
 
 // acc[m][j] += W_m[0:len] . v_j[0:len] for the M weight rows W_m and the nt <= kTok vectors v_j, lane-

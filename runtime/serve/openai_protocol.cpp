@@ -7,30 +7,6 @@ namespace spk::rt {
 
 using nlohmann::json;
 
-namespace {}  // namespace
-
-int json_nesting_depth(std::string_view s) {
-  int depth = 0, max_depth = 0;
-  bool in_str = false, esc = false;
-  for (char c : s) {
-    if (in_str) {
-      if (esc)
-        esc = false;
-      else if (c == '\\')
-        esc = true;
-      else if (c == '"')
-        in_str = false;
-    } else if (c == '"') {
-      in_str = true;
-    } else if (c == '[' || c == '{') {
-      max_depth = std::max(max_depth, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return max_depth;
-}
-
 std::optional<std::string> json_shape_problem(std::string_view s) {
   // One pass over the raw body (strings skipped): nesting depth, and keys per object (a ':' at the
   // object's own level). Both are checked before parsing: bodies are parsed into ordered_json, whose

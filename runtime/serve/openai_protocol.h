@@ -84,13 +84,12 @@ struct ProtocolLimits {
   int max_top_logprobs = 0;  // top-k alternatives are not built: only the chosen token's logprob
 };
 
-// Bracket nesting of a JSON text outside strings (checked before parsing: bounds parser and destructor work).
-int json_nesting_depth(std::string_view s);
 inline constexpr int kMaxJsonDepth = 64;         // real requests nest ~6 deep
 inline constexpr int kMaxJsonObjectKeys = 4096;  // a tool schema has tens; ordered_json inserts in O(keys)
 inline constexpr int64_t kMaxJsonKeyWork = 32'000'000;  // sum over inserts of the keys already there
-// Why a request body's shape is refused before it is parsed (too deep, an object with too many keys),
-// nullopt when it is not. Every API front checks it first.
+// Why a request body's shape is refused before it is parsed (bracket nesting outside strings too deep:
+// bounds parser and destructor work; an object with too many keys), nullopt when it is not. Every API
+// front checks it first.
 std::optional<std::string> json_shape_problem(std::string_view s);
 
 // Parses and validates a request body. `chat` selects the route's schema. Every count (n, max_tokens,
