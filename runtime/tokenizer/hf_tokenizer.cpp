@@ -87,13 +87,30 @@ Result<std::shared_ptr<HfTokenizer>> HfTokenizer::from_json_unguarded(const std:
                            " a ByteLevel step but the decoder " + (byte_level ? "is" : "is not") +
                            " ByteLevel: the vocabulary's alphabet is ambiguous");
 
-  // Vocabulary.
+  // Vocabulary. Every id is an integer in [0, kMaxTokenId) before anything converts it (a float id like
+  // 5e98 would be undefined behaviour in the conversion, a huge one a huge allocation).
   const json& vocab = model.at("vocab");
   const json& added = member(j, "added_tokens");
+  if (!vocab.is_object()) return bad(origin, "model.vocab is not an object of token: id");
+  if (!added.is_null() && !added.is_array()) return bad(origin, "added_tokens is not an array");
+  constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+  auto id_ok = [](const json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxTokenId;
+  };
   size_t n = 0;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it)
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!id_ok(it.value()))
+      return bad(origin, "token " + it.key().substr(0, 64) + " has id " + it.value().dump().substr(0, 32) +
+                             ", not an integer in [0, " + std::to_string(kMaxTokenId) + ")");
     n = std::max<size_t>(n, it.value().get<int64_t>() + 1);
-  for (const auto& a : added) n = std::max<size_t>(n, a.at("id").get<int64_t>() + 1);
+  }
+  for (const auto& a : added) {
+    if (!a.is_object() || !a.contains("id") || !id_ok(a["id"]))
+      return bad(origin, "an added token's id is " +
+                             (a.is_object() && a.contains("id") ? a["id"].dump().substr(0, 32) : "missing") +
+                             ", not an integer in [0, " + std::to_string(kMaxTokenId) + ")");
+    n = std::max<size_t>(n, a["id"].get<int64_t>() + 1);
+  }
   t->pieces_.assign(n, {});
   t->bytes_.assign(n, {});
   t->flags_.assign(n, 0);

@@ -156,5 +156,24 @@ TEST(Load, ErrorsNameThePathAndTheFix) {
   EXPECT_NE(bad.error().message.find("Unigram"), std::string::npos);
 }
 
+// Ids are integers in range before any conversion (found by scripts/fuzz.sh: a float id 5e98 in
+// added_tokens was undefined behaviour under UBSan; a huge id a huge allocation).
+TEST(Load, TokenIdsMustBeIntegersInRange) {
+  using nlohmann::json;
+  for (const char* id : {"5e98", "1.5", "-3", "16777216", "\"7\"", "[1]"}) {
+    json j = json::parse(tiny_json(false));
+    j["added_tokens"][0]["id"] = json::parse(id);
+    auto t = HfTokenizer::from_json(j.dump(), "", "x.json");
+    ASSERT_FALSE(t.ok()) << id;
+    EXPECT_NE(t.error().message.find("not an integer in [0, 16777216)"), std::string::npos)
+        << t.error().message;
+    j = json::parse(tiny_json(false));
+    j["model"]["vocab"]["a"] = json::parse(id);
+    t = HfTokenizer::from_json(j.dump(), "", "x.json");
+    ASSERT_FALSE(t.ok()) << id;
+    EXPECT_NE(t.error().message.find("token a has id"), std::string::npos) << t.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace spk::rt
