@@ -17,26 +17,8 @@ namespace {
 using testing::ByteTokenizer;
 using testing::HashModel;
 
-struct Out {
-  std::vector<int32_t> tokens;
-  int cached = -1;
-  std::string error;
-};
-
-Out drain(SeqChannel& ch) {
-  Out r;
-  SeqUpdate u;
-  while (!u.done) {
-    if (!ch.take(u, std::chrono::seconds(20))) {
-      r.error = "timeout";
-      return r;
-    }
-  }
-  r.tokens = u.tokens;
-  r.cached = u.cached_tokens;
-  r.error = u.error;
-  return r;
-}
+using Out = testing::Drained;
+using testing::drain;
 
 std::vector<int32_t> text(const std::string& s) { return ByteTokenizer().encode(s, true); }
 

@@ -12,28 +12,8 @@ namespace {
 using testing::ByteTokenizer;
 using testing::HashModel;
 
-struct Result1 {
-  std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::none;
-  int num_generated = 0;
-  std::string error;
-};
-
-Result1 drain(SeqChannel& ch) {
-  Result1 r;
-  SeqUpdate u;
-  while (!u.done) {
-    if (!ch.take(u, std::chrono::seconds(20))) {
-      r.error = "timeout";
-      return r;
-    }
-  }
-  r.tokens = u.tokens;
-  r.finish = u.finish;
-  r.num_generated = u.num_generated;
-  r.error = u.error;
-  return r;
-}
+using Result1 = testing::Drained;
+using testing::drain;
 
 SamplingParams greedy(int max_tokens) {
   SamplingParams p;

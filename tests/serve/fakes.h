@@ -11,6 +11,7 @@
 
 #include "runtime/chat/chat_template.h"
 #include "runtime/model/model.h"
+#include "runtime/serve/engine.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace spk::rt::testing {
@@ -138,5 +139,31 @@ class HashModel : public Model {
   int nb_ = 0, bs_ = 16;
   std::vector<int32_t> kv_;
 };
+
+// What a sequence's channel ended with (tokens, finish, counts, error), or "timeout" after 20 s.
+struct Drained {
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::none;
+  int num_generated = 0;
+  int cached = -1;
+  std::string error;
+};
+
+inline Drained drain(SeqChannel& ch) {
+  Drained r;
+  SeqUpdate u;
+  while (!u.done) {
+    if (!ch.take(u, std::chrono::seconds(20))) {
+      r.error = "timeout";
+      return r;
+    }
+  }
+  r.tokens = u.tokens;
+  r.finish = u.finish;
+  r.num_generated = u.num_generated;
+  r.cached = u.cached_tokens;
+  r.error = u.error;
+  return r;
+}
 
 }  // namespace spk::rt::testing
