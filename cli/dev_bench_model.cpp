@@ -1,4 +1,4 @@
-// `sparkctl dev bench-model`: model-level decode/prefill benchmark (runtime/model_bench.h). Prints a
+// `sparkctl dev bench-model`: model-level decode/prefill benchmark (runtime/serve/model_bench.h). Prints a
 // table, or the JSON document with --json.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "cli/json_out.h"
 #include "cli/verbs.h"
-#include "runtime/model_bench.h"
+#include "runtime/serve/model_bench.h"
 
 namespace spk::cli {
 
@@ -24,6 +24,22 @@ void setup_dev_bench_model(CLI::App& app, Context& ctx) {
   sub->add_option("--steps", opts->decode_steps, "timed decode steps per batch size")->capture_default_str();
   sub->add_option("--warmup", opts->warmup_steps, "untimed decode steps first")->capture_default_str();
   sub->add_option("--block-size", opts->block_size, "KV block size")->capture_default_str();
+  sub->add_option("--max-num-batched-tokens", opts->max_num_batched_tokens,
+                  "largest step (and prefill chunk) the memory plan reserves for, as runtime serve")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-num-seqs", opts->max_num_seqs,
+                  "sequences per step the plan reserves for (0: largest --batch)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--gpu-memory-utilization", opts->gpu_memory_utilization,
+                  "fraction of device memory for weights, activations and the KV pool")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
+  sub->add_option("--device-memory-gib", opts->device_memory_gib,
+                  "device memory to plan with (0: the GPU's total; cpu: no plan unless given)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->callback([&ctx, opts] {
     auto r = rt::run_model_bench(*opts);
     if (!r.ok()) {
@@ -41,6 +57,13 @@ void setup_dev_bench_model(CLI::App& app, Context& ctx) {
     for (const auto& p : j["prefill"])
       std::printf("prefill %6d tokens: %9.1f tok/s  TTFT %8.1f ms\n", p["prompt_tokens"].get<int>(),
                   p["tok_per_s"].get<double>(), p["ttft_s"].get<double>() * 1e3);
+    const auto& mem = j["memory"];
+    std::printf(
+        "memory: activations %.2f GiB planned, %.2f GiB reserved; KV pool %d blocks; %llu allocations "
+        "after the pool\n",
+        mem["activation_bytes_planned"].get<double>() / (1 << 30),
+        mem["activation_bytes_reserved"].get<double>() / (1 << 30), mem["kv_blocks"].get<int>(),
+        static_cast<unsigned long long>(mem["allocations_after_pool"].get<uint64_t>()));
     std::printf("%6s %10s %12s %14s %12s\n", "batch", "ms/step", "tok/s", "tok/s/stream", "weight GB/s");
     for (const auto& d : j["decode"])
       std::printf("%6d %10.3f %12.1f %14.1f %12.0f\n", d["batch"].get<int>(), d["step_ms"].get<double>(),

@@ -230,7 +230,19 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   in.device_bytes = device_bytes;
   in.gpu_memory_utilization = f.gpu_memory_utilization;
   in.weight_bytes = m.weight_bytes();
-  in.activation_bytes = m.activation_bytes(f.max_num_batched_tokens);
+  const rt::StepLimits limits{f.max_num_batched_tokens, f.max_num_seqs, max_len, f.block_size};
+  in.activation_bytes = m.activation_bytes(limits);
+  // Every buffer a step within the limits needs is allocated now, before the KV pool takes the rest
+  // (then sealed: a step never allocates late, which on unified memory could wedge the host).
+  uint64_t reserved = 0;
+  if (!f.dry_run_memory) {
+    const uint64_t before = m.memory_counters().live_bytes;
+    if (Status st = m.reserve_steps(limits); !st.ok()) {
+      if (group) die(st.error().what());
+      return fail(kExitFailed, st.error().what());
+    }
+    reserved = m.memory_counters().live_bytes - before;
+  }
   in.graph_bytes = 0;  // no CUDA graphs in this build
   // Logits of a full batch (fp32) + 64 MiB of runtime slack (threads, HTTP buffers, allocator).
   in.other_bytes =
@@ -248,6 +260,13 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
     if (group) die(plan.error().what());
     return fail(kExitFailed, plan.error().what());
   }
+  if (!f.dry_run_memory)
+    spdlog::info(
+        "Memory profile: model weights {} GiB, activations {} GiB planned ({} GiB reserved before the KV "
+        "pool)",
+        rt::format_gib(static_cast<double>(in.weight_bytes)),
+        rt::format_gib(static_cast<double>(in.activation_bytes)),
+        rt::format_gib(static_cast<double>(reserved)));
   for (const auto& line : plan->log_lines()) spdlog::info("{}", line);
   if (group && f.rank != 0) {            // a worker: no HTTP, follow rank 0 until it ends the group
     std::thread([sigs, rank = f.rank] {  // asked to stop: leave at once (rank 0 then reports the loss)
@@ -303,6 +322,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
     if (group) die(st.error().what());
     return fail(kExitFailed, st.error().what());
   }
+  em.seal_memory();
 
   rt::Metrics metrics;
   rt::EngineConfig ec;

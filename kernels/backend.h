@@ -23,6 +23,7 @@
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
 #include "kernels/moe_route.h"
+#include "kernels/step_shapes.h"
 
 namespace spk {
 
@@ -207,6 +208,30 @@ class Backend {
     (void)fingerprint, (void)capturable;
     return fn(nullptr);
   }
+
+  // ---- memory plan (kernels/step_shapes.h) ----
+  // Bytes of the internal scratch (staging, split-KV partials, MoE plan, sampling rows, step metadata)
+  // that steps within `shapes` need: what reserve_scratch(shapes) allocates. Host scratch of a CPU op
+  // counts too (its "device" is RAM).
+  [[nodiscard]] virtual uint64_t scratch_bytes(const StepShapes& shapes) const {
+    (void)shapes;
+    return 0;
+  }
+  // Allocates that scratch now, before the KV pool. Steps within `shapes` then never allocate.
+  virtual Status reserve_scratch(const StepShapes& shapes) {
+    (void)shapes;
+    return ok_status();
+  }
+  // The expert list of one mixture-of-experts layer, known at load: a backend that keeps a table of it
+  // (CUDA: the experts' device pointers) builds it now rather than at the first step.
+  virtual Status prepare_experts(const std::vector<ExpertWeights>& experts) {
+    (void)experts;
+    return ok_status();
+  }
+  // From now on every allocation (alloc() and internal growth) is refused with an error naming the
+  // buffer and the knob that sizes it: call it once the KV pool has taken the memory plan's budget.
+  virtual void seal_memory() {}
+  [[nodiscard]] virtual MemoryCounters memory_counters() const { return {}; }
 
   // Element type of the paged KV caches this backend's kv_write/attention take (CPU: f32, CUDA: bf16).
   [[nodiscard]] virtual DType kv_cache_dtype() const { return DType::f32; }

@@ -1,6 +1,7 @@
 // CPU backend: memory, host transfer, per-step metadata. The ops live in one file each.
 #include "kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,16 +22,53 @@ Result<Tensor> CpuBackend::alloc(DType dtype, std::vector<int64_t> shape) {
   for (int64_t d : t.shape)
     if (d < 0) return shape_error("alloc", "negative dimension in " + describe(t));
   const size_t bytes = std::max<size_t>(t.nbytes(), 1);
+  if (sealed_) {
+    ++counts_->sealed;
+    return make_error("cpu backend: " + describe(t) + " allocated after the KV pool was sized",
+                      "a step outgrew the buffers reserved at startup: raise --max-num-batched-tokens or "
+                      "--max-num-seqs (they size them), or report the op");
+  }
   // 64-byte aligned for vector loads; zero-filled so a fresh KV pool reads as zeros.
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
   if (!p)
     return make_error("cpu backend: out of memory allocating " + describe(t),
                       "use a smaller model, fewer KV blocks or a shorter batch");
   std::memset(p, 0, bytes);
-  t.storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  Counts& c = *counts_;
+  const uint64_t live = c.live += bytes;  // the tensor's bytes, as the memory plan counts them
+  ++c.allocations;
+  for (uint64_t peak = c.peak.load(); live > peak && !c.peak.compare_exchange_weak(peak, live);) {
+  }
+  t.storage = std::shared_ptr<void>(p, [counts = counts_, bytes](void* q) {
+    std::free(q);
+    counts->live -= bytes;
+  });
   t.data = p;
   t.device = Device::cpu;
   return t;
+}
+
+// The MoE op's host scratch at its worst: every token of the step in one expert of the widest width
+// (gathered rows, gate, up, act, out), plus the (token, slot) buckets.
+uint64_t CpuBackend::scratch_bytes(const StepShapes& s) const {
+  if (s.moe_experts == 0) return 0;
+  const uint64_t n = static_cast<uint64_t>(std::max(s.max_tokens, 0));
+  return n * (2ull * s.hidden + 3ull * s.moe_max_inter) * sizeof(float) + n * s.moe_slots * sizeof(int64_t);
+}
+
+Status CpuBackend::reserve_scratch(const StepShapes& s) {
+  if (s.moe_experts == 0) return ok_status();
+  const size_t floats =
+      static_cast<size_t>(std::max(s.max_tokens, 0)) * (2ull * s.hidden + 3ull * s.moe_max_inter);
+  moe_scratch_.reserve(floats);
+  return ok_status();
+}
+
+MemoryCounters CpuBackend::memory_counters() const {
+  const uint64_t moe = moe_scratch_.capacity() * sizeof(float);
+  return {counts_->live + moe, std::max<uint64_t>(counts_->peak, counts_->live + moe), counts_->allocations,
+          counts_->sealed, sealed_};
 }
 
 Result<Tensor> CpuBackend::import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,

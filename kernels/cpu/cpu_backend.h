@@ -3,6 +3,7 @@
 // then fast enough for a tiny model to decode at interactive speed.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "kernels/backend.h"
@@ -37,6 +38,12 @@ class CpuBackend final : public Backend {
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
                  const Tensor& w, Tensor& out) override;
 
+  // Host RAM is this backend's device: alloc() and the MoE op's scratch are counted, and sealed.
+  [[nodiscard]] uint64_t scratch_bytes(const StepShapes& shapes) const override;
+  Status reserve_scratch(const StepShapes& shapes) override;
+  void seal_memory() override { sealed_ = true; }
+  [[nodiscard]] MemoryCounters memory_counters() const override;
+
   ThreadPool& pool() { return pool_; }
 
  private:
@@ -45,6 +52,12 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> token_seq_;  // per new token: index into step_.seqs
   bool have_step_ = false;
   std::vector<float> moe_scratch_;  // moe_ffn: one expert's gathered rows and intermediates
+  bool sealed_ = false;
+  // Shared with every allocation's deleter, which may run after the backend is gone.
+  struct Counts {
+    std::atomic<uint64_t> live{0}, peak{0}, allocations{0}, sealed{0};
+  };
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -65,7 +65,13 @@ Status CpuBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& ex
     const auto& b = bucket[e];
     if (b.empty()) continue;
     const int64_t m = static_cast<int64_t>(b.size()), inter = experts[e].gate.dim(0);
-    moe_scratch_.resize(static_cast<size_t>(m * (2 * d + 3 * inter)));
+    const size_t need = static_cast<size_t>(m * (2 * d + 3 * inter));
+    if (sealed_ && need > moe_scratch_.capacity())
+      return make_error("cpu moe_ffn: expert " + std::to_string(e) + " needs " + std::to_string(need * 4) +
+                            " bytes of scratch, " + std::to_string(moe_scratch_.capacity() * 4) +
+                            " were reserved before the KV pool",
+                        "raise --max-num-batched-tokens (it sizes the reservation), or report the model");
+    moe_scratch_.resize(need);
     float* xs = moe_scratch_.data();
     float* gs = xs + m * d;
     float* us = gs + m * inter;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "kernels/cuda/graph_queue.h"
 #include "kernels/cuda/moe_ffn.h"
 #include "kernels/cuda/moe_route.h"
+#include "kernels/cuda/scratch_plan.h"
 #include "kernels/cuda/weight_loader.h"
 
 namespace spk::cuda {
@@ -26,13 +28,6 @@ static_assert(kMaxSampleCandidates == kMaxDeviceSampleCandidates, "sample.cu's w
 
 // Steps of more tokens than this (prefill chunks) are never captured as graphs.
 constexpr int kMaxGraphTokens = 512;
-// Split-KV. The per-head kernel: kSplits blocks per (token, head) for decode steps of up to
-// kMaxSplitTokens tokens (at batch 32+ the heads alone fill the SMs; measured: splitting there cost 25%).
-// The GQA-shared kernel has hq / hk times fewer blocks per token: its grid has up to about two blocks per
-// SM, at most kMaxSharedSplits, of which a token uses as many as its context needs (32 keys a split).
-constexpr int kSplits = 8;
-constexpr int kMaxSplitTokens = 8;
-constexpr int kMaxSharedSplits = 16;
 
 // Small uploads (ids, rows, sampling parameters) go through a pinned arena and are queued in op order,
 // so a decode step is one graph launch with its host inputs as memcpy nodes; larger ones sync.
@@ -62,7 +57,24 @@ Error op_error(const char* op, const std::string& what) {
                     "this is a caller bug; report it with the model");
 }
 
-std::shared_ptr<void> device_alloc(size_t bytes, Status* st) {
+// The backend's device bytes (alive, high-water mark, allocations, refusals after the seal); shared with
+// every allocation's deleter, which may run after the backend is gone.
+struct DeviceCounts {
+  std::atomic<uint64_t> live{0}, peak{0}, allocations{0}, sealed{0};
+  void add(uint64_t bytes) {
+    const uint64_t now = live += bytes;
+    ++allocations;
+    for (uint64_t p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+    }
+  }
+};
+
+const char* const kStepKnob =
+    "a step outgrew what startup reserved before the KV pool: raise --max-num-batched-tokens / "
+    "--max-num-seqs "
+    "(they size the reservation) or lower the step";
+
+std::shared_ptr<void> device_alloc(size_t bytes, Status* st, const std::shared_ptr<DeviceCounts>& counts) {
   void* p = nullptr;
   if (bytes == 0) bytes = 1;
   cudaError_t e = cudaMalloc(&p, bytes);
@@ -70,8 +82,21 @@ std::shared_ptr<void> device_alloc(size_t bytes, Status* st) {
     *st = cuda_error(e, ("cudaMalloc(" + std::to_string(bytes) + " bytes)").c_str(), __FILE__, __LINE__);
     return nullptr;
   }
-  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  counts->add(bytes);
+  return std::shared_ptr<void>(p, [counts, bytes](void* q) {
+    cudaFree(q);
+    counts->live -= bytes;
+  });
 }
+
+// An internal buffer that steps grow (never shrinks); reserve_scratch sizes it before the KV pool.
+struct Scratch {
+  explicit Scratch(const char* what) : name(what) {}
+  const char* name;
+  std::shared_ptr<void> mem;
+  size_t cap = 0;
+  [[nodiscard]] void* get() const { return mem.get(); }
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -119,9 +144,7 @@ class CudaBackend final : public Backend {
     int dev = 0;
     SPK_CUDA_CHECK(cudaGetDevice(&dev));
     SPK_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
-    Status st;
-    arena_d_ = device_alloc(kArenaBytes, &st);
-    return st;
+    return dev_alloc(arena_d_, kArenaBytes, "the upload arena");
   }
 
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
@@ -133,9 +156,7 @@ class CudaBackend final : public Backend {
     t.dtype = dtype;
     t.shape = std::move(shape);
     t.device = Device::cuda;
-    Status st;
-    t.storage = device_alloc(t.nbytes(), &st);
-    if (!st.ok()) return st.error();
+    SPK_TRY(dev_alloc(t.storage, t.nbytes(), "tensor " + describe(t)));
     t.data = t.storage.get();
     SPK_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
     return t;
@@ -153,9 +174,7 @@ class CudaBackend final : public Backend {
     t.dtype = want;
     t.shape = std::move(shape);
     t.device = Device::cuda;
-    Status st;
-    t.storage = device_alloc(t.nbytes(), &st);  // no zero fill: the copy writes every byte
-    if (!st.ok()) return st.error();
+    SPK_TRY(dev_alloc(t.storage, t.nbytes(), "weight " + describe(t)));  // no zero fill: the copy writes all
     t.data = t.storage.get();
     if (want == src) {
       // Parallel pinned copies; every sync point waits for them (flush()). Without a keepalive the
@@ -448,32 +467,11 @@ class CudaBackend final : public Backend {
     const float scale = params.scale;
     uint32_t scale_bits;
     std::memcpy(&scale_bits, &scale, 4);
-    // Long prefill chunks take the tiled kernel (every query re-reads every key: tile them through
-    // shared memory); decode tokens and short chunks the per-token kernel.
-    const bool tiled = max_q_len_ >= 16 && prefill_attention_supports(d);
-    // Small decode batches spread each head over several blocks (split-KV), else one block per head
-    // leaves most SMs idle at long contexts.
-    const bool shared = share_kv_ && paged_attention_shares_kv(hq, hk, d);
-    const int splits = tiled    ? 1
-                       : shared ? std::clamp(2 * sm_count_ / std::max(1, n * hk), 1, kMaxSharedSplits)
-                       : n <= kMaxSplitTokens ? kSplits
-                                              : 1;
-    if (splits > 1) {
-      const size_t need = static_cast<size_t>(n) * hq * splits * (d + 2);
-      SPK_TRY(grow_scratch(partial_, partial_bytes_, need * 4));
-      const size_t counters = static_cast<size_t>(n) * hk;  // the shared kernel's split counters
-      if (shared && split_merge_ && counters > counters_cap_) {
-        SPK_TRY(flush());
-        SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        Status st;
-        counters_ = device_alloc(counters * 4, &st);
-        SPK_TRY(st);
-        SPK_CUDA_CHECK(cudaMemsetAsync(counters_.get(), 0, counters * 4, stream_));
-        counters_cap_ = counters;
-        ++gen_;
-        queue_.clear();
-      }
-    }
+    const AttnLaunch launch = attention_launch(attn_knobs(), n, max_q_len_, hq, hk, d);
+    const bool tiled = launch.tiled, shared = launch.shared;
+    const int splits = launch.splits;
+    SPK_TRY(grow(partial_, launch.partial_bytes));
+    SPK_TRY(grow(counters_, launch.counter_bytes, /*zero=*/true));  // kept zero by the kernels
     float* part = static_cast<float*>(partial_.get());
     int* ctr = shared && split_merge_ ? static_cast<int*>(counters_.get()) : nullptr;
     // Fingerprint: what both kernels read and write; each op adds its own id and inputs in front.
@@ -560,8 +558,7 @@ class CudaBackend final : public Backend {
     const cuda::MoeShape sh{
         static_cast<int>(experts.size()), d, tab->max_inter,
         tab->vec && d % 8 == 0 && (reinterpret_cast<uintptr_t>(x.ptr<float>()) & 15) == 0};
-    SPK_TRY(grow_scratch(moe_scratch_, moe_scratch_bytes_,
-                         cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr)));
+    SPK_TRY(grow(moe_scratch_, cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr)));
     const bool tc = sh.vec && n >= moe_gemm_min_;
     const cuda::MoeExpert* te = tab->dev;
     const float* xp = x.ptr<float>();
@@ -575,21 +572,76 @@ class CudaBackend final : public Backend {
     return ok_status();
   }
 
-  // Grows a scratch buffer to `need` bytes (never shrinks). Growing moves it: what is queued is flushed
-  // first and gen_ moves on, so no captured graph keeps the old address.
-  Status grow_scratch(std::shared_ptr<void>& buf, size_t& cap, size_t need) {
-    if (need <= cap) return ok_status();
+  // Grows a scratch buffer to `need` bytes (never shrinks; zero-filled when asked). Growing moves it: what
+  // is queued runs first and gen_ moves on, so no captured graph keeps the old address.
+  Status grow(Scratch& buf, size_t need, bool zero = false) {
+    if (need <= buf.cap) return ok_status();
+    SPK_TRY(before_move());
+    buf.mem.reset();
+    buf.cap = 0;
+    SPK_TRY(dev_alloc(buf.mem, need, buf.name));
+    if (zero) SPK_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, need, stream_));
+    buf.cap = need;
+    return ok_status();
+  }
+
+  // Before an internal buffer moves: queued work may still read it, and captured graphs hold its address.
+  Status before_move() {
     SPK_TRY(flush());
     SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    Status st;
-    buf = device_alloc(need, &st);
-    SPK_TRY(st);
-    cap = need;
     ++gen_;
     queue_.clear();
     return ok_status();
   }
 
+  // Every device allocation of the backend goes through here: counted, and refused once sealed (naming
+  // the buffer and the knob), never a bare cudaMalloc failure late in a step.
+  Status dev_alloc(std::shared_ptr<void>& out, size_t bytes, const std::string& what) {
+    if (sealed_) {
+      ++counts_->sealed;
+      return make_error(
+          "cuda backend: " + what + " needs " + std::to_string(bytes) + " bytes after the KV pool was sized",
+          kStepKnob);
+    }
+    Status st;
+    out = device_alloc(bytes, &st, counts_);
+    if (!st.ok())
+      return make_error("cuda backend: " + what + ": " + st.error().message,
+                        "lower --gpu-memory-utilization, --max-num-batched-tokens or --max-num-seqs");
+    return ok_status();
+  }
+
+  [[nodiscard]] AttnKnobs attn_knobs() const { return AttnKnobs{share_kv_, split_merge_, sm_count_}; }
+
+ public:
+  [[nodiscard]] uint64_t scratch_bytes(const StepShapes& shapes) const override {
+    return plan_scratch(shapes, attn_knobs()).device_bytes();
+  }
+
+  Status reserve_scratch(const StepShapes& shapes) override {
+    const ScratchNeeds need = plan_scratch(shapes, attn_knobs());
+    SPK_TRY(grow(partial_, need.partial));
+    SPK_TRY(grow(counters_, need.counters, /*zero=*/true));
+    SPK_TRY(grow(moe_scratch_, need.moe));
+    SPK_TRY(ensure_gemm(need.gemm_tokens, need.gemm_k));
+    SPK_TRY(ensure_meta(need.meta_tokens, need.meta_tiles, need.meta_tables));
+    SPK_TRY(ensure_sample(need.sample_rows));
+    return synchronize();
+  }
+
+  Status prepare_experts(const std::vector<ExpertWeights>& experts) override {
+    if (experts.empty() || experts[0].gate.rank() != 2) return ok_status();  // moe_ffn names the problem
+    auto t = moe_table(experts, static_cast<int>(experts[0].gate.dim(1)));
+    return t.ok() ? ok_status() : Status(t.error());
+  }
+
+  void seal_memory() override { sealed_ = true; }
+
+  [[nodiscard]] MemoryCounters memory_counters() const override {
+    return {counts_->live, counts_->peak, counts_->allocations, counts_->sealed, sealed_};
+  }
+
+ private:
   // Routing on the device (kernels/cuda/moe_route.cu); specs the kernel does not cover go the host way.
   Status moe_route(const Tensor& logits, const MoeRouteSpec& sp, const Tensor* bias, Tensor& ids,
                    Tensor& w) override {
@@ -635,22 +687,7 @@ class CudaBackend final : public Backend {
     const int vocab = static_cast<int>(logits.dim(1));
     out.assign(rows.size(), SampledToken{});
     if (m == 0) return ok_status();
-    if (static_cast<size_t>(m) > sample_cap_) {
-      SPK_TRY(flush());
-      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      const size_t cap = std::max<size_t>(m, 64);
-      const size_t bytes = cap * (sizeof(DeviceSampleRow) + sizeof(DeviceSampleOut));
-      if (sample_h_) cudaFreeHost(sample_h_);
-      sample_h_ = nullptr;
-      SPK_CUDA_CHECK(cudaMallocHost(&sample_h_, bytes));
-      Status st;
-      argmax_ = device_alloc(cap * kArgmaxSlots * sizeof(unsigned long long), &st);
-      SPK_TRY(st);
-      SPK_CUDA_CHECK(cudaMemset(argmax_.get(), 0, cap * kArgmaxSlots * sizeof(unsigned long long)));
-      sample_cap_ = cap;
-      ++gen_;
-      queue_.clear();
-    }
+    SPK_TRY(ensure_sample(static_cast<size_t>(m)));
     // Parameters and results live in pinned host memory at fixed addresses, which the kernel reads and
     // writes itself (unified addressing): the step's graph ends with it, no copy nodes around it.
     auto* ph = static_cast<DeviceSampleRow*>(sample_h_);
@@ -754,16 +791,15 @@ class CudaBackend final : public Backend {
   // Room for a step of n tokens, `tiles` tile words and `tables` block table entries in the metadata
   // buffer (and its pinned mirror): [positions | slots | table offsets : capacity n each | tiles | tables].
   Status ensure_meta(size_t n, size_t tiles, size_t tables) {
-    auto grow = [](size_t need, size_t cap) {  // multiples of 4 words keep every array 16-byte aligned
-      return need <= cap ? cap : (std::max(need, std::max<size_t>(256, 2 * cap)) + 3) / 4 * 4;
-    };
-    const size_t tok = grow(n, tok_cap_), ti = grow(tiles, tiles_cap_), ta = grow(tables, tables_cap_);
+    const size_t tok = meta_capacity(n, tok_cap_), ti = meta_capacity(tiles, tiles_cap_),
+                 ta = meta_capacity(tables, tables_cap_);
     if (meta_ && tok == tok_cap_ && ti == tiles_cap_ && ta == tables_cap_) return ok_status();
-    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still read the old arrays
+    SPK_TRY(before_move());  // queued work may still read the old arrays
     const size_t words = 3 * tok + ti + ta;
-    Status st;
-    meta_ = device_alloc(words * 4, &st);
-    SPK_TRY(st);
+    meta_.reset();
+    SPK_TRY(dev_alloc(meta_, words * 4,
+                      "the step metadata (" + std::to_string(n) + " tokens, " + std::to_string(tables) +
+                          " block-table entries)"));
     if (meta_h_) cudaFreeHost(meta_h_);
     meta_h_ = nullptr;
     SPK_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&meta_h_), words * 4));
@@ -774,22 +810,48 @@ class CudaBackend final : public Backend {
     table_off_ = slots_ + tok;
     tiles_ = table_off_ + tok;
     tables_ = tiles_ + ti;
-    ++gen_;
-    queue_.clear();
     return ok_status();
   }
 
+  // cuBLASLt's workspace and bf16 staging for GEMMs of up to M x K (gemm.h).
   Status ensure_gemm(int M, int K) {
     if (gemm_ && M <= gemm_tokens_ && K <= gemm_k_) return ok_status();
-    SPK_TRY(flush());
-    SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    gemm_tokens_ = std::max(M, gemm_tokens_);
-    gemm_k_ = std::max(K, gemm_k_);
-    auto g = Gemm::create(gemm_tokens_, gemm_k_);
-    if (!g.ok()) return g.error();
+    const int tokens = std::max(M, gemm_tokens_), k = std::max(K, gemm_k_);
+    if (sealed_) {
+      ++counts_->sealed;
+      return make_error("cuda backend: the GEMM staging for " + std::to_string(M) + " x " +
+                            std::to_string(K) + " needs " + std::to_string(Gemm::bytes_for(tokens, k)) +
+                            " bytes after the KV pool was sized",
+                        kStepKnob);
+    }
+    SPK_TRY(before_move());
+    if (gemm_) counts_->live -= Gemm::bytes_for(gemm_tokens_, gemm_k_);
+    gemm_.reset();
+    auto g = Gemm::create(tokens, k);
+    if (!g.ok())
+      return make_error("cuda backend: the GEMM staging for " + std::to_string(tokens) + " x " +
+                            std::to_string(k) + ": " + g.error().message,
+                        "lower --gpu-memory-utilization or --max-num-batched-tokens");
     gemm_.reset(*g);
-    ++gen_;
-    queue_.clear();
+    gemm_tokens_ = tokens, gemm_k_ = k;
+    counts_->add(Gemm::bytes_for(tokens, k));
+    return ok_status();
+  }
+
+  // sample()'s pinned rows (parameters and results, read and written by the kernel) and the lm_head
+  // GEMV's argmax keys, for `rows` rows.
+  Status ensure_sample(size_t rows) {
+    if (rows <= sample_cap_) return ok_status();
+    const size_t cap = sample_capacity(rows);
+    SPK_TRY(before_move());  // the step's graph may read the old rows
+    argmax_.reset();
+    SPK_TRY(dev_alloc(argmax_, cap * kArgmaxSlots * sizeof(unsigned long long),
+                      "the sampler's rows for " + std::to_string(rows) + " sequences"));
+    SPK_CUDA_CHECK(cudaMemset(argmax_.get(), 0, cap * kArgmaxSlots * sizeof(unsigned long long)));
+    if (sample_h_) cudaFreeHost(sample_h_);
+    sample_h_ = nullptr;
+    SPK_CUDA_CHECK(cudaMallocHost(&sample_h_, cap * (sizeof(DeviceSampleRow) + sizeof(DeviceSampleOut))));
+    sample_cap_ = cap;
     return ok_status();
   }
 
@@ -875,7 +937,7 @@ class CudaBackend final : public Backend {
   int32_t *positions_ = nullptr, *slots_ = nullptr, *table_off_ = nullptr, *tiles_ = nullptr,
           *tables_ = nullptr;
   int max_q_len_ = 0, n_tiles_ = 0;
-  std::shared_ptr<void> partial_;  // split-KV partials
+  Scratch partial_{"the split-KV attention partials"};
   struct MoeTable {
     std::shared_ptr<void> storage;
     const cuda::MoeExpert* dev = nullptr;
@@ -910,15 +972,10 @@ class CudaBackend final : public Backend {
     };
     if (t.dev != nullptr && std::equal(host.begin(), host.end(), t.host.begin(), t.host.end(), same))
       return &t;
-    if (t.dev != nullptr) {  // replaced: nothing queued may still read the old table
-      SPK_TRY(flush());
-      SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      queue_.clear();
-      ++gen_;
-    }
-    Status st;
-    t.storage = device_alloc(host.size() * sizeof(cuda::MoeExpert), &st);
-    SPK_TRY(st);
+    if (t.dev != nullptr) SPK_TRY(before_move());  // replaced: nothing queued may still read the old table
+    t.dev = nullptr;
+    SPK_TRY(dev_alloc(t.storage, host.size() * sizeof(cuda::MoeExpert),
+                      "the expert table of a " + std::to_string(host.size()) + "-expert layer"));
     SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpert),
                               cudaMemcpyHostToDevice));
     t.dev = static_cast<const cuda::MoeExpert*>(t.storage.get());
@@ -928,12 +985,11 @@ class CudaBackend final : public Backend {
     return &t;
   }
   std::map<const ExpertWeights*, MoeTable> moe_tables_;
-  std::shared_ptr<void> moe_scratch_;  // moe_ffn's plan, h and y (kernels/cuda/moe_plan.h)
-  size_t moe_scratch_bytes_ = 0;
+  Scratch moe_scratch_{"the mixture-of-experts scratch"};  // moe_ffn's plan, h and y (moe_plan.h)
   int moe_gemm_min_ = env_int("SPARKCTL_MOE_GEMM_MIN_TOKENS", 64, 1, 1 << 30);
-  size_t partial_bytes_ = 0;
-  std::shared_ptr<void> counters_;  // per (token, kv head) split counters of the shared kernel, kept zero
-  size_t counters_cap_ = 0;
+  Scratch counters_{"the split-KV counters"};  // per (token, kv head), of the shared kernel; kept zero
+  std::shared_ptr<DeviceCounts> counts_ = std::make_shared<DeviceCounts>();
+  bool sealed_ = false;  // seal_memory(): every allocation from now on is refused
   int block_size_ = 0;
   int n_tokens_ = 0;
   uint64_t gen_ = 1;  // bumped whenever an internal buffer moves: captured graphs never see stale pointers

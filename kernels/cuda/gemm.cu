@@ -35,7 +35,7 @@ Result<Gemm*> Gemm::create(int max_tokens, int max_k) {
   g->autotune_ = at && std::string(at) == "1";
   if (auto st = cublasLtCreate(&g->handle_); st != CUBLAS_STATUS_SUCCESS)
     return fail(cublas_error(st, "cublasLtCreate", __FILE__, __LINE__));
-  g->workspace_bytes_ = 32u << 20;
+  g->workspace_bytes_ = kWorkspaceBytes;
   if (auto e = cudaMalloc(&g->workspace_, g->workspace_bytes_); e != cudaSuccess)
     return fail(cuda_error(e, "cudaMalloc(workspace)", __FILE__, __LINE__));
   g->xbf_elems_ = static_cast<size_t>(max_tokens) * max_k;

@@ -17,6 +17,11 @@ class Gemm {
   // max_tokens x max_k bounds the bf16 staging buffer; workspace for cuBLASLt is allocated once so
   // that calls are capturable in a CUDA graph.
   static Result<Gemm*> create(int max_tokens, int max_k);
+  // Device bytes create() allocates: the cuBLASLt workspace and the staging buffer.
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static size_t bytes_for(int max_tokens, int max_k) {
+    return kWorkspaceBytes + static_cast<size_t>(max_tokens) * static_cast<size_t>(max_k) * 2;
+  }
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;

@@ -31,6 +31,15 @@ struct LoadOptions {
 
 class WeightSource;
 
+// The largest step the scheduler will run: max_num_batched_tokens new tokens, max_num_seqs sequences (and
+// sampled rows), each up to max_model_len tokens of context in blocks of block_size.
+struct StepLimits {
+  int max_tokens = 0;
+  int max_seqs = 0;
+  int max_model_len = 0;
+  int block_size = 16;
+};
+
 class Model {
  public:
   // config.json + safetensors of a HF checkpoint directory. Unknown architectures are refused by name.
@@ -46,8 +55,18 @@ class Model {
   // the routed experts the expected share a uniform router touches, 1 - (1 - k/E)^batch (exact at batch 1).
   [[nodiscard]] virtual uint64_t decode_bytes(int batch) const { return weight_bytes() + 0 * batch; }
   [[nodiscard]] virtual uint64_t kv_bytes_per_token() const = 0;  // all layers, K and V
-  // Peak activation bytes for a step of `max_tokens` tokens (memory planner input).
-  [[nodiscard]] virtual uint64_t activation_bytes(int max_tokens) const = 0;
+  // Activation bytes of the largest step within `limits` (memory planner input): the model's buffers as
+  // reserve_steps allocates them (per token up to max_tokens; logits only for the sampled rows, at most
+  // max_seqs) plus the backend's scratch (Backend::scratch_bytes).
+  [[nodiscard]] virtual uint64_t activation_bytes(const StepLimits& limits) const = 0;
+  // Allocates all of that now, before allocate_kv: a step within `limits` then allocates nothing.
+  virtual Status reserve_steps(const StepLimits& limits) {
+    (void)limits;
+    return ok_status();
+  }
+  // After the KV pool: any later allocation is refused naming the buffer and the knob (Backend::seal_memory).
+  virtual void seal_memory() {}
+  [[nodiscard]] virtual MemoryCounters memory_counters() const { return {}; }
 
   // (Re)allocates the paged KV pool: num_blocks blocks of block_size tokens, every layer.
   virtual Status allocate_kv(int num_blocks, int block_size) = 0;

@@ -81,19 +81,69 @@ uint64_t Transformer::kv_bytes_per_token() const {
          cfg_.head_dim;
 }
 
-uint64_t Transformer::activation_bytes(int max_tokens) const {
+// Mirrors reserve(): resid, h, delta [H]; q, attn [hq, hd]; k, v [hk, hd]; gate, up, act [I]; the token id;
+// MoE: router logits [R], slot ids and weights [S]. All 4-byte elements.
+uint64_t Transformer::floats_per_token() const {
   const TpShardPlan& p = tp_.plan;
-  const uint64_t logits =
-      p.world == 1 ? cfg_.vocab_size : (p.world + 1ull) * p.vocab_per_rank + cfg_.vocab_size;
-  uint64_t per_token = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
-                       2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count + 3 /* ids, rows */ +
-                       cfg_.hidden_size + logits /* worst case */;
-  if (cfg_.moe) {  // router logits + slots; the CPU op's scratch for one expert: rows, gate/up/act, out
-    const MoeConfig& e = *cfg_.moe;
-    const uint64_t inter = std::max(p.moe_mlp.count, p.shared_mlp.count);
-    per_token += e.num_experts + 1 + 2ull * (e.top_k + 1) + 2ull * cfg_.hidden_size + 3 * inter;
+  uint64_t f = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
+               2ull * p.kv_heads.count * cfg_.head_dim + 3ull * p.mlp.count + 1;
+  if (cfg_.moe) {
+    uint64_t R = 1, S = 1;
+    for (const auto& L : layers_)
+      if (L.moe) R = std::max<uint64_t>(R, L.moe->logit_rows()), S = std::max<uint64_t>(S, L.moe->slots());
+    f += R + 2 * S;
   }
-  return 4ull * per_token * static_cast<uint64_t>(std::max(max_tokens, 0));
+  return f;
+}
+
+// Mirrors reserve(): the row index, the gathered hidden row [H], this rank's logits; under TP the
+// all-gathered shards and the full row.
+uint64_t Transformer::floats_per_logit_row() const {
+  const uint64_t local = static_cast<uint64_t>(lm_head_.local_width());
+  uint64_t f = 1 + cfg_.hidden_size + local;
+  if (tp_.plan.world > 1) f += static_cast<uint64_t>(tp_.plan.world) * local + cfg_.vocab_size;
+  return f;
+}
+
+StepShapes Transformer::step_shapes(const StepLimits& lim) const {
+  const TpShardPlan& p = tp_.plan;
+  StepShapes s;
+  s.max_tokens = std::max(lim.max_tokens, 1);
+  s.max_seqs = std::max(lim.max_seqs, 1);
+  const int64_t bs = std::max(lim.block_size, 1);
+  s.max_table_entries = static_cast<int64_t>(s.max_seqs) * ((std::max(lim.max_model_len, 1) + bs - 1) / bs);
+  s.hidden = cfg_.hidden_size;
+  s.q_heads = p.q_heads.count;
+  s.kv_heads = p.kv_heads.count;
+  s.head_dim = cfg_.head_dim;
+  s.max_linear_in = std::max({cfg_.hidden_size, p.q_heads.count * cfg_.head_dim, p.mlp.count});
+  for (const auto& L : layers_) {
+    if (!L.moe) continue;
+    s.moe_experts = std::max(s.moe_experts, static_cast<int>(L.moe->experts.size()));
+    s.moe_slots = std::max(s.moe_slots, L.moe->slots());
+    for (const ExpertWeights& e : L.moe->experts)
+      s.moe_max_inter = std::max(s.moe_max_inter, static_cast<int>(e.gate.dim(0)));
+  }
+  return s;
+}
+
+// A step computes logits only for the rows it samples (StepBatch::logit_rows: at most one per sequence),
+// so those buffers scale with max_seqs, and only the per-token ones with max_tokens.
+uint64_t Transformer::activation_bytes(const StepLimits& lim) const {
+  const StepShapes s = step_shapes(lim);
+  return 4ull * (floats_per_token() * static_cast<uint64_t>(s.max_tokens) +
+                 floats_per_logit_row() * static_cast<uint64_t>(s.max_seqs)) +
+         be_->scratch_bytes(s);
+}
+
+Status Transformer::reserve_steps(const StepLimits& lim) {
+  const StepShapes s = step_shapes(lim);
+  SPK_TRY(reserve(s.max_tokens, s.max_seqs));
+  for (const auto& L : layers_)
+    if (L.moe) SPK_TRY(be_->prepare_experts(L.moe->experts));
+  SPK_TRY(be_->reserve_scratch(s));
+  reserved_ = true;
+  return ok_status();
 }
 
 Status Transformer::allocate_kv(int num_blocks, int block_size) {

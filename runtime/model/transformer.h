@@ -24,7 +24,13 @@ class Transformer final : public Model {
   [[nodiscard]] uint64_t weight_bytes() const override { return weight_bytes_; }
   [[nodiscard]] uint64_t decode_bytes(int batch) const override;
   [[nodiscard]] uint64_t kv_bytes_per_token() const override;
-  [[nodiscard]] uint64_t activation_bytes(int max_tokens) const override;
+  [[nodiscard]] uint64_t activation_bytes(const StepLimits& limits) const override;
+  Status reserve_steps(const StepLimits& limits) override;
+  // Only once reserve_steps has sized the buffers (a model never reserved keeps growing on demand).
+  void seal_memory() override {
+    if (reserved_) be_->seal_memory();
+  }
+  [[nodiscard]] MemoryCounters memory_counters() const override { return be_->memory_counters(); }
   Status allocate_kv(int num_blocks, int block_size) override;
   [[nodiscard]] int block_size() const override { return block_size_; }
   [[nodiscard]] int num_blocks() const override { return num_blocks_; }
@@ -36,6 +42,10 @@ class Transformer final : public Model {
   Transformer() = default;
   Status load(const WeightSource& src);
   Status reserve(int64_t n_tokens, int64_t n_logits);  // grows the activation buffers
+  // What reserve(n_tokens, n_logits) allocates, in floats per token and per logit row.
+  [[nodiscard]] uint64_t floats_per_token() const;
+  [[nodiscard]] uint64_t floats_per_logit_row() const;
+  [[nodiscard]] StepShapes step_shapes(const StepLimits& limits) const;
   Result<StepMeta> step_meta(const StepBatch& b) const;
   // The step up to the logits: *out = [logit_rows, vocab] on the backend (empty when no rows).
   Status run(const StepBatch& batch, Tensor* out);
@@ -57,6 +67,7 @@ class Transformer final : public Model {
   Activations cap_;
   Tensor ids_cap_, rows_cap_, last_cap_, logits_cap_, gathered_cap_, full_cap_;
   int64_t cap_tokens_ = 0, cap_logits_ = 0;
+  bool reserved_ = false;  // reserve_steps ran
 };
 
 }  // namespace spk::rt

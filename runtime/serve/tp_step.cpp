@@ -111,6 +111,7 @@ Status follow_leader(Model& m, dist::ProcessGroup& g, int max_blocks) {
                               std::to_string(g.rank()) + "'s memory allows " + std::to_string(max_blocks),
                           "give every rank the same --device-memory-gib / --gpu-memory-utilization");
       SPK_TRY(m.allocate_kv(blocks, bs));
+      m.seal_memory();  // as rank 0 does: nothing allocates after the pool
       continue;
     }
     SPK_ASSIGN(StepBatch b, decode_step(msg));

@@ -35,7 +35,11 @@ class LeaderModel final : public Model {
   uint64_t weight_bytes() const override { return m_.weight_bytes(); }
   uint64_t decode_bytes(int batch) const override { return m_.decode_bytes(batch); }
   uint64_t kv_bytes_per_token() const override { return m_.kv_bytes_per_token(); }
-  uint64_t activation_bytes(int max_tokens) const override { return m_.activation_bytes(max_tokens); }
+  uint64_t activation_bytes(const StepLimits& l) const override { return m_.activation_bytes(l); }
+  // Local to each rank (no collective): every rank reserves and seals its own memory.
+  Status reserve_steps(const StepLimits& l) override { return m_.reserve_steps(l); }
+  void seal_memory() override { m_.seal_memory(); }
+  MemoryCounters memory_counters() const override { return m_.memory_counters(); }
   Status allocate_kv(int num_blocks, int block_size) override;
   int block_size() const override { return m_.block_size(); }
   int num_blocks() const override { return m_.num_blocks(); }

@@ -78,8 +78,8 @@ class HashModel : public Model {
   const ModelConfig& config() const override { return cfg_; }
   uint64_t weight_bytes() const override { return 1 << 20; }
   uint64_t kv_bytes_per_token() const override { return 1024; }
-  uint64_t activation_bytes(int max_tokens) const override {
-    return 4096ull * static_cast<uint64_t>(max_tokens);
+  uint64_t activation_bytes(const StepLimits& l) const override {
+    return 4096ull * static_cast<uint64_t>(l.max_tokens);
   }
   Status allocate_kv(int num_blocks, int block_size) override {
     nb_ = num_blocks;

@@ -1,11 +1,13 @@
-#include "runtime/model_bench.h"
+#include "runtime/serve/model_bench.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/device_memory.h"
 #include "runtime/model/model.h"
+#include "runtime/serve/memory_planner.h"
 
 namespace spk::rt {
 namespace {
@@ -85,19 +87,69 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
   const int max_prefill =
       o.prefill_lens.empty() ? 0 : *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end());
   const int decode_ctx = o.prompt_len + o.warmup_steps + o.decode_steps + 1;
-  const int ctx = std::max(decode_ctx, max_prefill + 2);
-  const int blocks_per_seq = (ctx + o.block_size - 1) / o.block_size;
-  SPK_TRY(m->allocate_kv(blocks_per_seq * std::max(max_batch, 1), o.block_size));
+  const int max_seqs = o.max_num_seqs > 0 ? o.max_num_seqs : std::max(max_batch, 1);
+  if (max_batch > max_seqs)
+    return make_error(
+        "--batch " + std::to_string(max_batch) + " exceeds --max-num-seqs " + std::to_string(max_seqs),
+        "raise --max-num-seqs or drop the batch");
+  if (o.max_num_batched_tokens < 1 || o.block_size < 1)
+    return make_error("--max-num-batched-tokens " + std::to_string(o.max_num_batched_tokens) +
+                          ", --block-size " + std::to_string(o.block_size) + ": both must be positive",
+                      "pass positive values");
+  // Prefill runs one sequence of up to max_prefill + 2 tokens; decode runs max_batch sequences of decode_ctx.
+  const int prefill_bps = (max_prefill + 2 + o.block_size - 1) / o.block_size;
+  const int decode_bps = (decode_ctx + o.block_size - 1) / o.block_size;
+  const int need_blocks = std::max(prefill_bps, decode_bps * std::max(max_batch, 1));
+  const int max_len = std::max(max_prefill + 2, decode_ctx);
+  const StepLimits limits{o.max_num_batched_tokens, max_seqs, max_len, o.block_size};
+  const uint64_t before = m->memory_counters().live_bytes;
+  SPK_TRY(m->reserve_steps(limits));
+  const uint64_t reserved = m->memory_counters().live_bytes - before;
+  int pool_blocks = need_blocks;
+  nlohmann::json mem = {{"activation_bytes_planned", m->activation_bytes(limits)},
+                        {"activation_bytes_reserved", reserved},
+                        {"max_num_batched_tokens", o.max_num_batched_tokens},
+                        {"max_num_seqs", max_seqs},
+                        {"kv_blocks_needed", need_blocks}};
+  if (o.backend != "cpu" || o.device_memory_gib > 0) {
+    uint64_t device = static_cast<uint64_t>(o.device_memory_gib * 1024.0 * 1024.0 * 1024.0);
+    if (device == 0) {
+      SPK_ASSIGN(const uint64_t total, device_memory_bytes(o.backend));
+      device = total;
+    }
+    MemoryPlanInput in;
+    in.device_bytes = device;
+    in.gpu_memory_utilization = o.gpu_memory_utilization;
+    in.weight_bytes = m->weight_bytes();
+    in.activation_bytes = m->activation_bytes(limits);
+    in.other_bytes = 64ull << 20;
+    in.kv_bytes_per_token = m->kv_bytes_per_token();
+    in.block_size = o.block_size;
+    in.max_model_len = max_len;
+    SPK_ASSIGN(MemoryPlan plan, plan_memory(in));
+    for (const auto& line : plan.log_lines()) spdlog::info("{}", line);
+    if (plan.num_blocks < need_blocks)
+      return make_error("the runs need " + std::to_string(need_blocks) + " KV blocks of " +
+                            std::to_string(o.block_size) + " tokens (prefill " + std::to_string(max_prefill) +
+                            ", batch " + std::to_string(max_batch) + " x " + std::to_string(decode_ctx) +
+                            " tokens); the memory plan has " + std::to_string(plan.num_blocks),
+                        "raise --gpu-memory-utilization, or lower --prefill, --batch or --context");
+    pool_blocks = plan.num_blocks;  // as runtime serve: the pool takes the plan's budget
+    mem["plan"] = plan.to_json();
+  }
+  mem["kv_blocks"] = pool_blocks;
+  SPK_TRY(m->allocate_kv(pool_blocks, o.block_size));
+  m->seal_memory();
   std::vector<float> logits;
 
   out["prefill"] = nlohmann::json::array();
   for (int len : o.prefill_lens) {
-    Seqs q{o.block_size, blocks_per_seq, {0}, {0}};
-    SPK_ASSIGN(double cold,
-               prefill(*m, q, 0, len, o.max_chunk, logits));  // first run: capture/JIT-free warm-up
+    Seqs q{o.block_size, prefill_bps, {0}, {0}};
+    SPK_ASSIGN(double cold, prefill(*m, q, 0, len, o.max_num_batched_tokens,
+                                    logits));  // first run: capture/JIT-free warm-up
     (void)cold;
     q.len[0] = 0;
-    SPK_ASSIGN(double t, prefill(*m, q, 0, len, o.max_chunk, logits));  // second run: warm
+    SPK_ASSIGN(double t, prefill(*m, q, 0, len, o.max_num_batched_tokens, logits));  // second run: warm
     // TTFT = prefill + one decode step producing the next token.
     const auto t1 = Clock::now();
     StepBatch b;
@@ -116,9 +168,9 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
 
   out["decode"] = nlohmann::json::array();
   for (int B : o.batches) {
-    Seqs q{o.block_size, blocks_per_seq, std::vector<int32_t>(B, 0), std::vector<int32_t>(B, 0)};
+    Seqs q{o.block_size, decode_bps, std::vector<int32_t>(B, 0), std::vector<int32_t>(B, 0)};
     for (int s = 0; s < B; ++s) {
-      auto r = prefill(*m, q, s, o.prompt_len, o.max_chunk, logits);
+      auto r = prefill(*m, q, s, o.prompt_len, o.max_num_batched_tokens, logits);
       if (!r.ok()) return r.error();
     }
     double timed = 0;
@@ -151,6 +203,10 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
     spdlog::info("decode batch {}: {:.3f} ms/step, {:.1f} tok/s aggregate, {:.1f} tok/s per stream", B,
                  step_ms, tps, tps / B);
   }
+  const MemoryCounters c = m->memory_counters();
+  mem["allocations_after_pool"] = c.sealed_allocations;
+  mem["device_peak_bytes"] = c.peak_bytes;
+  out["memory"] = mem;
   return out;
 }
 

@@ -1,0 +1,53 @@
+// What the CUDA backend's steps need besides the model's own activations, as a function of the largest
+// step (kernels/step_shapes.h): the one place that knows each internal buffer's size, used both to
+// reserve them before the KV pool (CudaBackend::reserve_scratch) and to plan (scratch_bytes). The ops
+// size their buffers with the same functions (attention_launch, the *_bytes helpers), so a step within
+// the shapes never grows one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/step_shapes.h"
+
+namespace spk::cuda {
+
+// How one attention call launches (cuda_backend's attention op): the tiled prefill kernel, the
+// GQA-shared decode kernel or the per-head one, and how many split-KV blocks each (token, head) gets.
+struct AttnKnobs {
+  bool share_kv = true;     // SPARKCTL_SHARED_KV_ATTN
+  bool split_merge = true;  // SPARKCTL_SPLIT_MERGE
+  int sm_count = 132;
+};
+struct AttnLaunch {
+  bool tiled = false, shared = false;
+  int splits = 1;
+  size_t partial_bytes = 0;  // split-KV partials: n * hq * splits * (d + 2) floats (0 when unsplit)
+  size_t counter_bytes = 0;  // the shared kernel's split counters: n * hk ints (0 when unused)
+};
+AttnLaunch attention_launch(const AttnKnobs& k, int n_tokens, int max_q_len, int hq, int hk, int d);
+
+// Every internal buffer at the shapes' maximum.
+struct ScratchNeeds {
+  size_t partial = 0, counters = 0;  // attention (the largest over every token count a step may have)
+  int gemm_tokens = 0, gemm_k = 0;   // cuBLASLt staging (Gemm::bytes_for)
+  size_t gemm = 0;
+  size_t moe = 0;                                           // moe_ffn's plan, h and y (moe_plan.h carve)
+  size_t meta_tokens = 0, meta_tiles = 0, meta_tables = 0;  // begin_step's arrays (int32 words)
+  size_t meta = 0;
+  size_t sample_rows = 0;  // sample(): rows of parameters/results (pinned) and argmax keys
+  size_t sample = 0;       // device bytes of the argmax keys
+  [[nodiscard]] size_t device_bytes() const { return partial + counters + gemm + moe + meta + sample; }
+};
+ScratchNeeds plan_scratch(const StepShapes& s, const AttnKnobs& k);
+
+// begin_step's metadata words for n tokens: positions, slots, table offsets (n each), prefill tiles
+// (two words per tile of <= kPrefillTileQ tokens of one sequence) and the block tables.
+size_t meta_tile_words(int max_tokens, int max_seqs);
+// Capacity (words) the metadata buffer gives an array that needs `need` words and had `cap`: at least 256,
+// doubling, a multiple of 4 (every array stays 16-byte aligned).
+size_t meta_capacity(size_t need, size_t cap);
+// Rows sample() keeps room for when it needs `rows` (at least 64, so small batches do not regrow it).
+inline size_t sample_capacity(size_t rows) { return rows < 64 ? 64 : rows; }
+
+}  // namespace spk::cuda
