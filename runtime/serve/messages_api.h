@@ -20,8 +20,8 @@ namespace spk::rt {
 struct MessagesRequest {
   ApiRequest api;  // chat = true; messages and tools in the chat template's form; n = 1
   // tool_choice in OpenAI form: "auto" | "required" | {"type":"function","function":{"name"}}; null when
-  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). Not enforced
-  // on the sampler (no constrained decoding).
+  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). "any" and
+  // "tool" are refused (no constrained decoding yet: output_constraints.h).
   nlohmann::ordered_json tool_choice;
 };
 

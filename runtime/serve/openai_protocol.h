@@ -57,8 +57,8 @@ struct ApiRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // null when absent
   // "auto" | "none" | "required" | {"type":"function","function":{"name"}}; null when absent (= auto).
-  // Validated (a named function must be one of `tools`); "none" turns tool-call parsing off. Not enforced
-  // on the sampler: "required" and a named function do not constrain decoding (no grammar sampling).
+  // Validated (a named function must be one of `tools`); "none" turns tool-call parsing off. "required"
+  // and a named function are then refused with a 400 (output_constraints.h): no constrained decoding yet.
   nlohmann::ordered_json tool_choice;
   nlohmann::ordered_json chat_template_kwargs =
       nlohmann::ordered_json::object();  // {"enable_thinking": false}

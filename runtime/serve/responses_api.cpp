@@ -73,6 +73,7 @@ json response_object(const std::string& id, int64_t created_at, const std::strin
       {"incomplete_details", nullptr},
       {"instructions", r.instructions.empty() ? json(nullptr) : json(r.instructions)},
       {"max_output_tokens", q.max_tokens_given ? json(q.gen.max_tokens) : json(nullptr)},
+      {"max_tool_calls", r.echo.value("max_tool_calls", json(nullptr))},
       {"metadata", json::object()},
       {"model", model},
       {"output", output},

@@ -93,10 +93,30 @@ TEST_F(ToolServer, ToolChoiceIsValidated) {
   EXPECT_EQ(e["error"]["param"], "tool_choice");
   e = post(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})", 400);
   EXPECT_NE(e["error"]["message"].get<std::string>().find("no 'tools'"), std::string::npos) << e;
-  // Named and required are accepted (not enforced on the sampler: the scripted call comes back either way).
-  json ok = post(head + R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}}})", 200);
-  EXPECT_EQ(ok["choices"][0]["finish_reason"], "tool_calls");
-  ok = post(head + R"(,"tool_choice":"required"})", 200);
+  // Named and required would need constrained decoding: refused with a 400 that says so (issue 41), on
+  // chat completions, /v1/responses and /v1/messages alike.
+  for (const char* tc : {R"("required")", R"({"type":"function","function":{"name":"get_weather"}})"}) {
+    e = post(head + R"(,"tool_choice":)" + tc + "}", 400);
+    EXPECT_EQ(e["error"]["param"], "tool_choice");
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("needs constrained decoding"), std::string::npos)
+        << e;
+  }
+  e = post(
+      R"({"model":"tiny","input":"hi","tools":[{"type":"function","name":"get_weather"}],"tool_choice":"required"})",
+      400, "/v1/responses");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("needs constrained decoding"), std::string::npos)
+      << e;
+  e = post(
+      R"({"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}})",
+      400, "/v1/messages");
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("needs constrained decoding"), std::string::npos)
+      << e;
+  e = post(
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}})",
+      400);
+  EXPECT_EQ(e["error"]["param"], "response_format.type");
+  json ok = post(head + R"(,"tool_choice":"auto"})", 200);
   EXPECT_EQ(ok["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather");
   // No tools in the request: nothing is parsed as a call, reasoning still is.
   ok = post(R"({"model":"tiny","messages":[{"role":"user","content":"hi"}]})", 200);
