@@ -119,6 +119,8 @@ std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& c
                      "messages");
   nlohmann::ordered_json ctx = req.chat_template_kwargs;
   ctx["messages"] = req.messages;
+  if (auto p = normalise_messages(ctx["messages"], chat.expects))
+    return api_error(400, p->message, "messages");
   ctx["add_generation_prompt"] = req.add_generation_prompt;
   ctx["bos_token"] = chat.bos_token;
   ctx["eos_token"] = chat.eos_token;
