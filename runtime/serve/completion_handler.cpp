@@ -158,23 +158,29 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat, const OutputPa
   prompt_tokens_ = static_cast<int>(ids.size());
   const int L = engine_.config().max_model_len;
   if (ids.empty()) return api_error(400, "the prompt is empty after tokenization", prompt_param);
-  if (prompt_tokens_ >= L)
-    return api_error(400,
-                     "This model's maximum context length is " + std::to_string(L) +
-                         " tokens. However, your prompt has " + std::to_string(prompt_tokens_) +
-                         " tokens (shorten it)",
-                     prompt_param);
+  if (prompt_tokens_ >= L) {
+    ApiError e = api_error(400,
+                           "This model's maximum context length is " + std::to_string(L) +
+                               " tokens. However, your prompt has " + std::to_string(prompt_tokens_) +
+                               " tokens (shorten it)",
+                           prompt_param);
+    e.context = ContextOverflow{prompt_tokens_, 0, L};
+    return e;
+  }
   auto& g = req_.gen;
   // 64-bit, and compared as room left (L - prompt > 0 here), so no sum can wrap past the check.
   const int64_t room = static_cast<int64_t>(L) - prompt_tokens_;
-  if (req_.max_tokens_given && g.max_tokens > room)
-    return api_error(400,
-                     "This model's maximum context length is " + std::to_string(L) +
-                         " tokens. However, you requested " +
-                         std::to_string(sat_add(prompt_tokens_, g.max_tokens)) + " tokens (" +
-                         std::to_string(prompt_tokens_) + " in the " + prompt_param + ", " +
-                         std::to_string(g.max_tokens) + " in the completion); lower " + req_.max_tokens_param,
-                     req_.max_tokens_param);
+  if (req_.max_tokens_given && g.max_tokens > room) {
+    ApiError e = api_error(
+        400,
+        "This model's maximum context length is " + std::to_string(L) + " tokens. However, you requested " +
+            std::to_string(sat_add(prompt_tokens_, g.max_tokens)) + " tokens (" +
+            std::to_string(prompt_tokens_) + " in the " + prompt_param + ", " + std::to_string(g.max_tokens) +
+            " in the completion); lower " + req_.max_tokens_param,
+        req_.max_tokens_param);
+    e.context = ContextOverflow{prompt_tokens_, g.max_tokens, L};
+    return e;
+  }
   if (!req_.max_tokens_given) g.max_tokens = req_.chat ? room : std::min<int64_t>(16, room);
   for (const auto& [id, bias] : req_.logit_bias)
     if (static_cast<uint64_t>(id) >= tok_->vocab_size())

@@ -15,12 +15,21 @@
 
 namespace spk::rt {
 
+// A prompt (plus the completion asked for) longer than the model's window, in numbers, so that each front
+// can word it as its clients parse it (Anthropic's clients read theirs to retry with a smaller max_tokens).
+struct ContextOverflow {
+  int64_t input_tokens = 0;
+  int64_t max_tokens = 0;  // 0: the prompt alone does not fit
+  int64_t limit = 0;       // max_model_len
+};
+
 struct ApiError {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
   std::string param;  // the offending field; empty when none
   std::string code;
+  std::optional<ContextOverflow> context;  // set when the request does not fit the context window
   // {"error": {"message", "type", "param", "code"}} (param/code null when empty).
   [[nodiscard]] nlohmann::json body() const;
 };

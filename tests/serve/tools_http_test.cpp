@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <cstdio>
+#include <regex>
 
 #include "runtime/serve/http_server.h"
 #include "tests/serve/fakes.h"
@@ -123,6 +124,43 @@ TEST_F(ToolServer, ToolChoiceIsValidated) {
   EXPECT_FALSE(ok["choices"][0]["message"].contains("tool_calls"));
   EXPECT_EQ(ok["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(ok["choices"][0]["message"]["reasoning_content"], "I should call the tool.");
+}
+
+// Issue 41: on /v1/messages a request over the window gets Anthropic's wording, which Claude Code parses
+// (it retries with max_tokens = limit - input - 1000, and sizes compaction from "prompt is too long").
+TEST_F(ToolServer, MessagesContextErrorsUseAnthropicWording) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  json counted = post(R"({"model":"tiny",)" + msgs + "}", 200, "/v1/messages/count_tokens");
+  const int input = counted["input_tokens"].get<int>();
+  json e = post(R"({"model":"tiny","max_tokens":2000,)" + msgs + "}", 400, "/v1/messages");
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(e["error"]["message"],
+            "input length and `max_tokens` exceed context limit: " + std::to_string(input) +
+                " + 2000 > 1024, decrease input length or `max_tokens` and try again");
+  // What Claude Code does with it: parse the three numbers, retry below the limit.
+  static const std::regex claude(
+      R"(input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+))");
+  std::smatch m;
+  const std::string text = e["error"]["message"].get<std::string>();
+  ASSERT_TRUE(std::regex_search(text, m, claude)) << text;
+  const int retry = std::stoi(m[3]) - std::stoi(m[1]) - 1;
+  json ok = post(R"({"model":"tiny","max_tokens":)" + std::to_string(retry) + "," + msgs + "}", 200,
+                 "/v1/messages");
+  EXPECT_EQ(ok["type"], "message");
+
+  const std::string big(1100, 'a');
+  e = post(R"({"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":")" + big + R"("}]})", 400,
+           "/v1/messages");
+  static const std::regex too_long(R"(^prompt is too long: (\d+) tokens > 1024 maximum$)");
+  const std::string t2 = e["error"]["message"].get<std::string>();
+  ASSERT_TRUE(std::regex_match(t2, m, too_long)) << t2;
+  EXPECT_GT(std::stoi(m[1]), 1100);
+  // Chat completions keep OpenAI's wording.
+  e = post(R"({"model":"tiny","max_tokens":2000,)" + msgs + "}", 400);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("maximum context length is 1024"),
+            std::string::npos)
+      << e;
 }
 
 TEST_F(ToolServer, RequestChatTemplateKwargsOverrideTheServerDefault) {
