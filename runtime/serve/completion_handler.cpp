@@ -243,7 +243,10 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
       c.pending.token_logprobs.push_back(u.logprobs[i]);
     }
     const size_t from = c.deltas.size();
-    if (c.parser->push(piece, c.deltas)) {  // a stop string: this choice is over, free its blocks now
+    const bool was_reasoning = c.parser->reasoning_open();
+    const bool stopped = c.parser->push(piece, c.deltas);
+    if (was_reasoning && c.parser->reasoning_open()) ++c.reasoning_tokens;
+    if (stopped) {  // a stop string: this choice is over, free its blocks now
       c.parser->finish(c.deltas);
       engine_.abort(c.sub.id);
       c.done = true;
@@ -393,7 +396,10 @@ ChoiceOutput Generation::output(int i) const {
 
 Usage Generation::usage() const {
   Usage u{prompt_tokens_, 0, cached_tokens()};
-  for (const auto& c : choices_) u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
+  for (const auto& c : choices_) {
+    u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
+    u.reasoning_tokens += c.reasoning_tokens;
+  }
   return u;
 }
 

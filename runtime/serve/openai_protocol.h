@@ -121,7 +121,8 @@ struct Choice {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  int cached_tokens = 0;  // of prompt_tokens, how many the prefix cache supplied
+  int cached_tokens = 0;     // of prompt_tokens, how many the prefix cache supplied
+  int reasoning_tokens = 0;  // of completion_tokens, how many the reasoning parser kept as reasoning
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

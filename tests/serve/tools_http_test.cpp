@@ -163,6 +163,21 @@ TEST_F(ToolServer, MessagesContextErrorsUseAnthropicWording) {
       << e;
 }
 
+// Issue 41: /v1/responses counts the tokens of a reasoning item in output_tokens_details.
+TEST_F(ToolServer, ResponsesCountReasoningTokens) {
+  json r = post(
+      R"({"model":"tiny","input":"hi","tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]})",
+      200, "/v1/responses");
+  ASSERT_EQ(r["output"][0]["type"], "reasoning") << r;
+  const std::string reasoning = r["output"][0]["summary"][0]["text"];
+  const int counted = r["usage"]["output_tokens_details"]["reasoning_tokens"].get<int>();
+  // The byte tokenizer makes a token of each byte: the reasoning text, its newlines and the closing
+  // marker's bytes before its last (the token that ends reasoning is not counted).
+  EXPECT_GE(counted, static_cast<int>(reasoning.size())) << r["usage"];
+  EXPECT_LE(counted, static_cast<int>(reasoning.size()) + 2 + 8) << r["usage"];
+  EXPECT_LT(counted, r["usage"]["output_tokens"].get<int>());
+}
+
 TEST_F(ToolServer, RequestChatTemplateKwargsOverrideTheServerDefault) {
   // The line template writes "[think]" (7 bytes = 7 tokens) when enable_thinking is true: the server
   // default turns it on, the request's own kwargs turn it off.
