@@ -3,23 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <regex>
+
+#include "runtime/serve/api_front.h"
 
 namespace spk::rt {
 
 namespace {
-
-std::string make_id(bool chat) {
-  static std::atomic<uint64_t> counter{0};
-  uint64_t t = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  char b[48];
-  std::snprintf(b, sizeof b, "%016llx%04llx", static_cast<unsigned long long>(t),
-                static_cast<unsigned long long>(counter++ & 0xffff));
-  return std::string(chat ? "chatcmpl-" : "cmpl-") + b;
-}
 
 const char* finish_name(FinishReason f) {
   switch (f) {
@@ -82,7 +73,7 @@ Generation::Generation(Engine& engine, std::shared_ptr<const Tokenizer> tok, Met
       metrics_(metrics),
       req_(std::move(req)),
       model_(std::move(model_name)),
-      id_(make_id(req_.chat)),
+      id_(make_wire_id(req_.chat ? "chatcmpl-" : "cmpl-")),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()) {}

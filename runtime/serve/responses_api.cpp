@@ -270,7 +270,7 @@ void ResponsesFront::remember(const json& response) {
   if (!store_ || !req_.store) return;
   ojson conversation = req_.conversation.is_array() ? req_.conversation : ojson::array();
   for (auto& m : output_as_messages(response["output"])) conversation.push_back(std::move(m));
-  store_->put(id_, StoredResponse{response, std::move(conversation)});
+  store_->put(id_, StoredResponse{dump_json(response), std::move(conversation)});  // false: over the budget
 }
 
 std::string ResponsesFront::take_events(Generation& gen) {
