@@ -638,7 +638,10 @@ class CudaBackend final : public Backend {
   void seal_memory() override { sealed_ = true; }
 
   [[nodiscard]] MemoryCounters memory_counters() const override {
-    return {counts_->live, counts_->peak, counts_->allocations, counts_->sealed, sealed_};
+    MemoryCounters c{counts_->live, counts_->peak, counts_->allocations, counts_->sealed, sealed_};
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) c.device_free = free_b, c.device_total = total_b;
+    return c;
   }
 
  private:
