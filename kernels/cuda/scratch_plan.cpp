@@ -3,41 +3,10 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/moe_plan.h"
+#include "kernels/cuda/linear/gemm.h"
+#include "kernels/cuda/moe/moe_plan.h"
 
 namespace spk::cuda {
-namespace {
-
-// Split-KV. The per-head kernel: kSplits blocks per (token, head) for decode steps of up to
-// kMaxSplitTokens tokens (at batch 32+ the heads alone fill the SMs; measured: splitting there cost 25%).
-// The GQA-shared kernel has hq / hk times fewer blocks per token: its grid has up to about two blocks per
-// SM, at most kMaxSharedSplits, of which a token uses as many as its context needs (32 keys a split).
-constexpr int kSplits = 8;
-constexpr int kMaxSplitTokens = 8;
-constexpr int kMaxSharedSplits = 16;
-
-}  // namespace
-
-AttnLaunch attention_launch(const AttnKnobs& k, int n, int max_q_len, int hq, int hk, int d) {
-  AttnLaunch a;
-  // Long prefill chunks take the tiled kernel (every query re-reads every key: tile them through shared
-  // memory); decode tokens and short chunks the per-token kernel.
-  a.tiled = max_q_len >= 16 && prefill_attention_supports(d);
-  // Small decode batches spread each head over several blocks (split-KV), else one block per head leaves
-  // most SMs idle at long contexts.
-  a.shared = k.share_kv && paged_attention_shares_kv(hq, hk, d);
-  a.splits = a.tiled                ? 1
-             : a.shared             ? std::clamp(2 * k.sm_count / std::max(1, n * hk), 1, kMaxSharedSplits)
-             : n <= kMaxSplitTokens ? kSplits
-                                    : 1;
-  if (a.splits > 1) {
-    a.partial_bytes = static_cast<size_t>(n) * hq * a.splits * (d + 2) * sizeof(float);
-    if (a.shared && k.split_merge) a.counter_bytes = static_cast<size_t>(n) * hk * sizeof(int);
-  }
-  return a;
-}
-
 size_t meta_tile_words(int max_tokens, int max_seqs) {
   // Each sequence's q_len tokens make ceil(q_len / tile) tiles: at most tokens / tile + sequences.
   return 2 * (static_cast<size_t>(max_tokens) / kPrefillTileQ + static_cast<size_t>(std::max(max_seqs, 1)));

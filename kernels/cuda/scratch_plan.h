@@ -8,24 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/attention/select.h"
 #include "kernels/step_shapes.h"
 
 namespace spk::cuda {
-
-// How one attention call launches (cuda_backend's attention op): the tiled prefill kernel, the
-// GQA-shared decode kernel or the per-head one, and how many split-KV blocks each (token, head) gets.
-struct AttnKnobs {
-  bool share_kv = true;     // SPARKCTL_SHARED_KV_ATTN
-  bool split_merge = true;  // SPARKCTL_SPLIT_MERGE
-  int sm_count = 132;
-};
-struct AttnLaunch {
-  bool tiled = false, shared = false;
-  int splits = 1;
-  size_t partial_bytes = 0;  // split-KV partials: n * hq * splits * (d + 2) floats (0 when unsplit)
-  size_t counter_bytes = 0;  // the shared kernel's split counters: n * hk ints (0 when unused)
-};
-AttnLaunch attention_launch(const AttnKnobs& k, int n_tokens, int max_q_len, int hq, int hk, int d);
 
 // Every internal buffer at the shapes' maximum.
 struct ScratchNeeds {

@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/linear/gemm.h"
 
 using spk::cuda::bf16;
 

@@ -16,8 +16,8 @@
 #include <set>
 #include <vector>
 
-#include "kernels/cuda/moe_ffn.h"
-#include "kernels/cuda/moe_route.h"
+#include "kernels/cuda/moe/moe_ffn.h"
+#include "kernels/cuda/moe/moe_route.h"
 
 using spk::cuda::bf16;
 using spk::cuda::MoeExpert;

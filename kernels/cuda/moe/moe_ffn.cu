@@ -1,9 +1,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/cuda/bf16_dot.cuh"
+#include "kernels/cuda/linear/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe_ffn.h"
+#include "kernels/cuda/moe/moe_ffn.h"
 
 namespace spk::cuda {
 namespace {

@@ -25,8 +25,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cuda/argmax_key.cuh"
-#include "kernels/cuda/bf16_dot.cuh"
+#include "kernels/cuda/sample/argmax_key.cuh"
+#include "kernels/cuda/linear/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"

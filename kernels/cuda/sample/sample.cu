@@ -16,7 +16,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "kernels/cuda/argmax_key.cuh"
+#include "kernels/cuda/sample/argmax_key.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"

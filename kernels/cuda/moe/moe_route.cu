@@ -1,7 +1,7 @@
 #include <math.h>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe_route.h"
+#include "kernels/cuda/moe/moe_route.h"
 
 namespace spk::cuda {
 namespace {

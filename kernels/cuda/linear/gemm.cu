@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/linear/gemm.h"
 #include "kernels/cuda/launch.h"
 
 namespace spk::cuda {

@@ -16,7 +16,7 @@
 #pragma once
 
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/moe_plan.h"
+#include "kernels/cuda/moe/moe_plan.h"
 
 namespace spk::cuda {
 

@@ -9,7 +9,7 @@
 #include <mma.h>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe_ffn.h"
+#include "kernels/cuda/moe/moe_ffn.h"
 
 namespace spk::cuda::moe {
 namespace {

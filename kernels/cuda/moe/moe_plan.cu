@@ -1,5 +1,5 @@
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe_plan.h"
+#include "kernels/cuda/moe/moe_plan.h"
 
 namespace spk::cuda::moe {
 namespace {

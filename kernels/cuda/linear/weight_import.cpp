@@ -1,0 +1,53 @@
+// Importing weights: the checkpoint's bytes into the dtype the kernels read (the repack hook of a
+// weight format lands here).
+#include "kernels/cuda/backend_impl.h"
+
+namespace spk::cuda {
+
+Result<Tensor> CudaBackend::import_weight(const void* host, DType src, std::vector<int64_t> shape,
+                                          std::shared_ptr<void> keepalive, DType want) {
+  const bool to_bf16 = want == DType::bf16 && (src == DType::f16 || src == DType::f32);
+  if (want != src && want != DType::f32 && !to_bf16)
+    return op_error("import_weight", std::string("cannot convert ") + std::string(dtype_name(src)) + " to " +
+                                         std::string(dtype_name(want)));
+  Tensor t;
+  t.dtype = want;
+  t.shape = std::move(shape);
+  t.device = Device::cuda;
+  SPK_TRY(dev_alloc(t.storage, t.nbytes(), "weight " + describe(t)));  // no zero fill: the copy writes all
+  t.data = t.storage.get();
+  if (want == src) {
+    // Parallel pinned copies; every sync point waits for them (flush()). Without a keepalive the
+    // caller's bytes may go as soon as we return: wait here.
+    if (!loader_) loader_ = std::make_unique<WeightLoader>();
+    loader_->copy(t.data, host, t.nbytes(), keepalive);
+    if (!keepalive) SPK_TRY(loader_->wait());
+    return t;
+  }
+  if (to_bf16) {  // f16 / f32 checkpoint: the GEMV and GEMM kernels read bf16 weights
+    if (!warned_conversion_)
+      std::fprintf(stderr, "cuda backend: converting %s weights to bf16 at load (the kernels read bf16)\n",
+                   std::string(dtype_name(src)).c_str());
+    warned_conversion_ = true;
+    std::vector<uint16_t> b(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = f32_to_bf16(src == DType::f32 ? static_cast<const float*>(host)[i]
+                                           : f16_to_f32(static_cast<const uint16_t*>(host)[i]));
+    SPK_CUDA_CHECK(cudaMemcpy(t.data, b.data(), t.nbytes(), cudaMemcpyHostToDevice));
+    return t;
+  }
+  std::vector<float> f(static_cast<size_t>(t.numel()));
+  const auto* h = static_cast<const uint16_t*>(host);
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (src == DType::bf16)
+      f[i] = bf16_to_f32(h[i]);
+    else if (src == DType::f16)
+      f[i] = f16_to_f32(h[i]);
+    else
+      return op_error("import_weight", "unsupported source dtype " + std::string(dtype_name(src)));
+  }
+  SPK_CUDA_CHECK(cudaMemcpy(t.data, f.data(), t.nbytes(), cudaMemcpyHostToDevice));
+  return t;
+}
+
+}  // namespace spk::cuda
