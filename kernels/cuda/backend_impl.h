@@ -30,8 +30,10 @@
 #include "kernels/cuda/graph_queue.h"
 #include "kernels/cuda/linear/gemm.h"
 #include "kernels/cuda/moe/moe_ffn.h"
+#include "kernels/cuda/op_ids.h"
 #include "kernels/cuda/scratch_plan.h"
 #include "kernels/cuda/weight_loader.h"
+#include "kernels/knobs.h"
 
 namespace spk::cuda {
 
@@ -43,22 +45,10 @@ constexpr int kMaxGraphTokens = 512;
 // Small uploads (ids, rows, sampling parameters) go through a pinned arena and are queued in op order,
 // so a decode step is one graph launch with its host inputs as memcpy nodes; larger ones sync.
 constexpr size_t kArenaBytes = size_t{1} << 20;
-// Decode batches up to this take the GEMV, larger ones cuBLASLt. Measured on the H200 (8B shapes,
-// PERF_NOTES.md v2): batch 2 GEMV 5.47 vs cuBLASLt 5.93 ms/step; batch 4 6.78 vs 6.18; batch 8 13.8 vs
-// 6.46 (the GEMV re-reads x per row group from L1 and falls to ~27 % of bandwidth at batch 8).
-constexpr int kDefaultGemvMaxBatch = 2;
 constexpr size_t kMaxQueuedUpload = size_t{64} << 10;
-// Backend::submit() launches what is queued once a step has this many ops (first chunk, then later ones):
-// about one layer, then about eight of an 8B model's.
-constexpr size_t kFirstChunkOps = 8;
+// Backend::submit() launches what is queued once a step has this many ops after its first chunk
+// (SPARKCTL_FIRST_CHUNK_OPS, default 8: about one layer), about eight layers of an 8B model.
 constexpr size_t kChunkOps = 64;
-
-inline int env_int(const char* name, int def, int lo, int hi) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return def;
-  const int v = std::atoi(e);
-  return v < lo ? lo : v > hi ? hi : v;
-}
 
 inline uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
 inline uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
@@ -113,9 +103,8 @@ struct Scratch {
 class CudaBackend final : public Backend {
  public:
   CudaBackend()
-      : queue_(std::getenv("SPARKCTL_CUDA_GRAPHS") == nullptr ||
-               std::string(std::getenv("SPARKCTL_CUDA_GRAPHS")) != "0"),
-        gemv_max_(env_int("SPARKCTL_GEMV_MAX_BATCH", kDefaultGemvMaxBatch, 0, kGemvMaxBatch)) {}
+      : queue_(knob(Knob::CUDA_GRAPHS) == 1),
+        gemv_max_(std::min(knob(Knob::GEMV_MAX_BATCH), kGemvMaxBatch)) {}
   ~CudaBackend() override;
   Status init();
 
@@ -200,31 +189,27 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;
   Peepholes ph_;  // fusion/peepholes.h
-  bool grouping_off_ = env_int("SPARKCTL_GEMV_GROUP", 1, 0, 1) == 0;
-  bool rope_fuse_ = env_int("SPARKCTL_ROPE_FUSE", 1, 0, 1) == 1;
-  bool swiglu_fuse_ = env_int("SPARKCTL_SWIGLU_FUSE", 1, 0, 1) == 1;
-  bool argmax_fuse_ = env_int("SPARKCTL_ARGMAX_FUSE", 1, 0, 1) == 1;
-  bool norm_fuse_ = env_int("SPARKCTL_NORM_FUSE", 1, 0, 1) == 1;  // rmsnorm and residual add into GEMVs
-  bool staging_reuse_ = env_int("SPARKCTL_STAGING_REUSE", 1, 0, 1) == 1;
-  bool queued_uploads_ = env_int("SPARKCTL_QUEUED_UPLOADS", 1, 0, 1) == 1;
+  bool grouping_off_ = knob(Knob::GEMV_GROUP) == 0;
+  bool rope_fuse_ = knob(Knob::ROPE_FUSE) == 1;
+  bool swiglu_fuse_ = knob(Knob::SWIGLU_FUSE) == 1;
+  bool argmax_fuse_ = knob(Knob::ARGMAX_FUSE) == 1;
+  bool norm_fuse_ = knob(Knob::NORM_FUSE) == 1;  // rmsnorm and residual add into GEMVs
+  bool staging_reuse_ = knob(Knob::STAGING_REUSE) == 1;
+  bool queued_uploads_ = knob(Knob::QUEUED_UPLOADS) == 1;
   // Decode attention: one block per kv head for its whole GQA group (1), or per q head (0).
-  bool share_kv_ = env_int("SPARKCTL_SHARED_KV_ATTN", 1, 0, 1) == 1;
+  bool share_kv_ = knob(Knob::SHARED_KV_ATTN) == 1;
   // Its split-KV partials merged by the last split block (1) or by a second kernel (0).
-  bool split_merge_ = env_int("SPARKCTL_SPLIT_MERGE", 1, 0, 1) == 1;
+  bool split_merge_ = knob(Knob::SPLIT_MERGE) == 1;
   int sm_count_ = 132;
-  bool chunking_ = env_int("SPARKCTL_STEP_CHUNKS", 1, 0, 1) == 1;  // honour submit() (else one launch a step)
+  bool chunking_ = knob(Knob::STEP_CHUNKS) == 1;  // honour submit() (else one launch a step)
   int step_chunks_ = 0;
-  size_t first_chunk_ops_ =
-      static_cast<size_t>(env_int("SPARKCTL_FIRST_CHUNK_OPS", kFirstChunkOps, 1, 1 << 20));
+  size_t first_chunk_ops_ = static_cast<size_t>(knob(Knob::FIRST_CHUNK_OPS));
   // SPARKCTL_CUDA_STATS: where a sampled step's wall time goes (host op building vs launch to result).
   std::chrono::steady_clock::time_point step_t0_{};
-  bool stats_ = [] {
-    const char* e = std::getenv("SPARKCTL_CUDA_STATS");
-    return e && std::string(e) == "1";
-  }();
+  bool stats_ = knob(Knob::CUDA_STATS) == 1;
   std::vector<double> host_us_, device_us_, gap_us_;
   std::chrono::steady_clock::time_point sampled_at_{};  // when the last sampled ids reached the host
-  bool attn_rope_fuse_ = env_int("SPARKCTL_ATTN_ROPE_FUSE", 1, 0, 1) == 1;
+  bool attn_rope_fuse_ = knob(Knob::ATTN_ROPE_FUSE) == 1;
   std::unique_ptr<WeightLoader> loader_;
   bool warned_conversion_ = false;
   void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
@@ -234,7 +219,7 @@ class CudaBackend final : public Backend {
   size_t sample_cap_ = 0;
   std::shared_ptr<void> argmax_;  // [cap][kArgmaxSlots] keys: the lm_head GEMV's argmax for the sampler
   GraphQueue queue_;
-  int gemv_max_ = kDefaultGemvMaxBatch;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH)
+  int gemv_max_ = 2;  // decode batches up to this take the GEMV (SPARKCTL_GEMV_MAX_BATCH, linear/select.h)
   std::unique_ptr<Gemm> gemm_;
   int gemm_tokens_ = 0, gemm_k_ = 0;
   // The step's metadata (begin_step): one device buffer at offsets that move only when it grows.
@@ -250,7 +235,7 @@ class CudaBackend final : public Backend {
   // address a new one reuses (another model, a test) must not find the old pointers.
   std::map<const ExpertWeights*, MoeTable> moe_tables_;
   Scratch moe_scratch_{"the mixture-of-experts scratch"};  // moe_ffn's plan, h and y (moe_plan.h)
-  int moe_gemm_min_ = env_int("SPARKCTL_MOE_GEMM_MIN_TOKENS", 64, 1, 1 << 30);
+  int moe_gemm_min_ = knob(Knob::MOE_GEMM_MIN_TOKENS);
   Scratch counters_{"the split-KV counters"};  // per (token, kv head), of the shared kernel; kept zero
   std::shared_ptr<DeviceCounts> counts_ = std::make_shared<DeviceCounts>();
   bool sealed_ = false;  // seal_memory(): every allocation from now on is refused

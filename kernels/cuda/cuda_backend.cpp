@@ -83,7 +83,7 @@ Status CudaBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
           SPK_CUDA_CHECK(cudaMemcpyAsync(mid, src, bytes, cudaMemcpyHostToDevice, s));
           return copy_device(mid, d, static_cast<int64_t>(bytes), s);
         },
-        {9, u(d), u(src), u(int64_t(bytes)), gen_});
+        {op_id(OpId::upload), u(d), u(src), u(int64_t(bytes)), gen_});
     return ok_status();
   }
   SPK_TRY(flush());
@@ -108,9 +108,10 @@ Status CudaBackend::enqueue_external(std::function<Status(void*)> fn, std::vecto
     return fn(static_cast<void*>(stream_));
   }
   // Fingerprint op id 0xE7 + the caller's values (pointers/sizes) keep graph replay exact.
-  uint64_t h = 0xE7;
+  uint64_t h = op_id(OpId::external);
   for (uint64_t v : fingerprint) h = h * 0x100000001b3ULL ^ v;
-  push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); }, {0xE7, h});
+  push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); },
+       {op_id(OpId::external), h});
   return ok_status();
 }
 

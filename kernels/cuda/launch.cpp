@@ -3,13 +3,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/knobs.h"
+
 namespace spk::cuda {
 
 bool pdl_enabled() {
   // One device per process (the runtime pins its rank's GPU before the first launch).
   static const bool on = [] {
-    const char* e = std::getenv("SPARKCTL_PDL");
-    if (e && std::strcmp(e, "0") == 0) return false;
+    if (knob(Knob::PDL) == 0) return false;
     int dev = 0, major = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return false;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;

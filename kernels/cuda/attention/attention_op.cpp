@@ -51,7 +51,7 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tens
       ph_.rope_cache.q == qp && ph_.rope_cache.k_cache == kc && ph_.rope_cache.v_cache == vc) {
     // The previous op is the rope + cache write of this q at a decode step: the attention does it.
     const DecodeRope r = ph_.rope_cache;
-    fp.insert(fp.begin(), {46, u(r.q), u(r.k), u(r.v), u(r.inv_freq), u(r.slots)});
+    fp.insert(fp.begin(), {op_id(OpId::attention_rope), u(r.q), u(r.k), u(r.v), u(r.inv_freq), u(r.slots)});
     queue_.replace_last(
         [=](cudaStream_t s) {
           return paged_attention_rope(r, to, pos, tab, n, hq, hk, d, bs, win, scale, op, s, splits, part,
@@ -63,7 +63,8 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tens
   }
   const auto* tl = reinterpret_cast<const int2*>(tiles_);
   const int nt = n_tiles_;
-  fp.insert(fp.begin(), {6, u(qp), u(tl), u(int64_t(tiled ? nt : -1)), u(int64_t(shared))});
+  fp.insert(fp.begin(),
+            {op_id(OpId::attention), u(qp), u(tl), u(int64_t(tiled ? nt : -1)), u(int64_t(shared))});
   push(
       [=](cudaStream_t s) {
         if (tiled)

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/knobs.h"
 
 namespace spk::cuda {
 namespace {
@@ -277,10 +278,7 @@ __global__ void __launch_bounds__(kTcThreads)
 }
 
 bool use_simt_prefill() {
-  static const bool simt = [] {
-    const char* e = std::getenv("SPARKCTL_PREFILL_ATTN");
-    return e && std::string(e) == "simt";
-  }();
+  static const bool simt = [] { return word_knob("SPARKCTL_PREFILL_ATTN") == "simt"; }();
   return simt;
 }
 

@@ -15,7 +15,7 @@ Status CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& ou
   const int32_t* ip = ids.ptr<int32_t>();
   float* op = out.ptr<float>();
   push([=](cudaStream_t s) { return cuda::embedding(tp, is_bf16, ip, n, d, v, op, s); },
-       {1, u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
+       {op_id(OpId::embedding), u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
   return ok_status();
 }
 
@@ -50,7 +50,7 @@ Status CudaBackend::norm(const Tensor& x, Tensor* residual, const Tensor& w, flo
     rp = nullptr;
   }
   push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
-       {2, u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
+       {op_id(OpId::rmsnorm), u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
   if (norm_fuse_ && !rp && op != xp) ph_.norm = NormOp{xp, wp, eps, op, rows, dim};
   return ok_status();
 }
@@ -72,7 +72,7 @@ Status CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) 
     return ok_status();
   }
   push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
-       {7, u(gp), u(up_), u(op), u(n), gen_});
+       {op_id(OpId::silu_mul), u(gp), u(up_), u(op), u(n), gen_});
   return ok_status();
 }
 
@@ -84,7 +84,7 @@ Status CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out
   float* op = out.ptr<float>();
   const int m = static_cast<int>(rows.numel()), width = static_cast<int>(x.numel() / x.dim(0));
   push([=](cudaStream_t s) { return cuda::gather_rows(xp, rp, m, width, op, s); },
-       {8, u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
+       {op_id(OpId::gather_rows), u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
   return ok_status();
 }
 

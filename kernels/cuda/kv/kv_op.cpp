@@ -15,7 +15,8 @@ Status CudaBackend::rope(Tensor& q, Tensor& k, const Tensor& inv_freq) {
   const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
             d = static_cast<int>(q.dim(2));
   push([=](cudaStream_t s) { return cuda::rope(qp, kp, pos, fp, n, hq, hk, d, s); },
-       {4, u(qp), u(kp), u(fp), u(pos), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)), u(int64_t(d)), gen_});
+       {op_id(OpId::rope), u(qp), u(kp), u(fp), u(pos), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)),
+        u(int64_t(d)), gen_});
   ph_.rope = RopeOp{qp, kp, fp, hq, hk, d};  // a kv_write of this k right after joins it (rope_and_cache)
   return ok_status();
 }
@@ -39,14 +40,15 @@ Status CudaBackend::kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, 
         [=](cudaStream_t s) {
           return cuda::rope_and_cache(r.q, r.k, vp, pos, r.inv_freq, sl, n, r.hq, hk, d, kc, vc, s);
         },
-        {45, u(r.q), u(kp), u(vp), u(pos), u(r.inv_freq), u(sl), u(int64_t(n)), u(int64_t(r.hq)),
-         u(int64_t(hk)), u(int64_t(d)), u(kc), u(vc), gen_});
+        {op_id(OpId::rope_and_cache), u(r.q), u(kp), u(vp), u(pos), u(r.inv_freq), u(sl), u(int64_t(n)),
+         u(int64_t(r.hq)), u(int64_t(hk)), u(int64_t(d)), u(kc), u(vc), gen_});
     ph_.rope = RopeOp{};
     ph_.rope_cache = DecodeRope{r.q, r.k, vp, r.inv_freq, sl, kc, vc};
     return ok_status();
   }
   push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
-       {5, u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)), u(int64_t(d)), gen_});
+       {op_id(OpId::kv_write), u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)),
+        u(int64_t(d)), gen_});
   return ok_status();
 }
 

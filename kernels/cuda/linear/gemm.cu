@@ -3,8 +3,9 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/linear/gemm.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/linear/gemm.h"
+#include "kernels/knobs.h"
 
 namespace spk::cuda {
 namespace {
@@ -31,8 +32,7 @@ Result<Gemm*> Gemm::create(int max_tokens, int max_k) {
     delete g;
     return e;
   };
-  const char* at = std::getenv("SPARKCTL_GEMM_AUTOTUNE");
-  g->autotune_ = at && std::string(at) == "1";
+  g->autotune_ = knob(Knob::GEMM_AUTOTUNE) == 1;
   if (auto st = cublasLtCreate(&g->handle_); st != CUBLAS_STATUS_SUCCESS)
     return fail(cublas_error(st, "cublasLtCreate", __FILE__, __LINE__));
   g->workspace_bytes_ = kWorkspaceBytes;

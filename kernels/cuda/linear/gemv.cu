@@ -25,11 +25,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cuda/sample/argmax_key.cuh"
-#include "kernels/cuda/linear/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/linear/bf16_dot.cuh"
+#include "kernels/cuda/sample/argmax_key.cuh"
+#include "kernels/knobs.h"
 
 namespace spk::cuda {
 namespace {
@@ -204,8 +205,8 @@ __global__ void __launch_bounds__(kThreads)
 // waves; 2: persistent always (for measuring).
 int gemv_persist() {
   static const int mode = [] {
-    const char* e = std::getenv("SPARKCTL_GEMV_PERSIST");
-    return e && std::string(e) == "0" ? 0 : e && std::string(e) == "2" ? 2 : 1;
+    const int v = knob(Knob::GEMV_PERSIST);
+    return v == 0 || v == 2 ? v : 1;
   }();
   return mode;
 }
@@ -264,16 +265,13 @@ cudaError_t launch_r(const GemvSegment* segs, int n, const float* x, int K, cons
 // 2. Its 4-row kernel holds 2 x 8 rows of 16-byte loads per thread, 128 registers, so only 2 blocks fit
 // on an SM; with 2 rows, 4 fit. SPARKCTL_GEMV_SWIGLU_ROWS=4 (or 2) sets it at batches 1-2, for measuring.
 int small_batch_rows() {
-  static const int r = [] {
-    const char* e = std::getenv("SPARKCTL_GEMV_ROWS");
-    return e && std::string(e) == "2" ? 2 : 4;
-  }();
+  static const int r = [] { return knob(Knob::GEMV_ROWS) == 2 ? 2 : 4; }();
   return r;
 }
 int swiglu_rows(int batch) {
   static const int r = [] {
-    const char* e = std::getenv("SPARKCTL_GEMV_SWIGLU_ROWS");
-    return e && (std::string(e) == "2" || std::string(e) == "4") ? std::atoi(e) : 0;
+    const int v = knob(Knob::GEMV_SWIGLU_ROWS);
+    return v == 2 || v == 4 ? v : 0;
   }();
   return r ? r : batch == 1 ? 2 : small_batch_rows();
 }

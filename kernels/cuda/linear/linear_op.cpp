@@ -47,8 +47,8 @@ Status CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias,
         if (gemv) return gemv_bf16(wp, bp, xp, M, n, k, yp, s);
         return g->linear(wp, bp, xp, M, n, k, yp, s, staged);
       },
-      {3, u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)), u(int64_t(gemv)),
-       u(int64_t(staged)), gen_});
+      {op_id(OpId::linear), u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)),
+       u(int64_t(gemv)), u(int64_t(staged)), gen_});
   if (!gemv) ph_.staged_x = xp, ph_.staged_m = M, ph_.staged_k = k;
   if (gemv) {
     ph_.gemv = GemvOp::single(GemvSegment{wp, bp, yp, n}, M, k, xp, xp);
@@ -62,8 +62,9 @@ void CudaBackend::requeue_gemv() {
   uint32_t eps_bits;
   std::memcpy(&eps_bits, &g.f.norm_eps, 4);
   std::vector<uint64_t> fp = {
-      3,        u(g.x),          u(int64_t(g.m)), u(int64_t(g.k)),   u(int64_t(g.n)), u(g.f.norm_w),
-      eps_bits, u(g.f.norm_out), u(g.f.accum),    u(g.f.swiglu_out), u(g.f.argmax),   gen_};
+      op_id(OpId::linear), u(g.x),   u(int64_t(g.m)), u(int64_t(g.k)), u(int64_t(g.n)),
+      u(g.f.norm_w),       eps_bits, u(g.f.norm_out), u(g.f.accum),    u(g.f.swiglu_out),
+      u(g.f.argmax),       gen_};
   for (int i = 0; i < g.n; ++i)
     fp.insert(fp.end(), {u(g.segs[i].W), u(g.segs[i].bias), u(g.segs[i].y), u(int64_t(g.segs[i].N))});
   queue_.replace_last(

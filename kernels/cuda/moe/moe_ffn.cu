@@ -1,9 +1,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/cuda/linear/bf16_dot.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/linear/bf16_dot.cuh"
 #include "kernels/cuda/moe/moe_ffn.h"
+#include "kernels/knobs.h"
 
 namespace spk::cuda {
 namespace {
@@ -142,9 +143,9 @@ struct GemvCfg {
 
 GemvCfg gemv_cfg() {
   GemvCfg c;
-  if (const char* e = std::getenv("SPARKCTL_MOE_GEMV")) {
+  if (const std::string e = word_knob("SPARKCTL_MOE_GEMV"); !e.empty()) {
     GemvCfg t;
-    if (std::sscanf(e, "%dx%d,%dx%d", &t.r1, &t.u1, &t.r2, &t.u2) == 4) c = t;
+    if (std::sscanf(e.c_str(), "%dx%d,%dx%d", &t.r1, &t.u1, &t.r2, &t.u2) == 4) c = t;
   }
   return c;
 }

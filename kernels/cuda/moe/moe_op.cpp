@@ -29,7 +29,8 @@ Status CudaBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& e
   void* sp = moe_scratch_.get();
   float* op = out.ptr<float>();
   push([=](cudaStream_t s) { return cuda::moe_ffn_bf16(te, sh, xp, ip, wp, n, k, sp, tc, op, s); },
-       {0x4D, u(te), u(xp), u(ip), u(wp), u(sp), u(op), u(int64_t(n)), u(int64_t(k)), u(int64_t(tc)), gen_});
+       {op_id(OpId::moe_ffn), u(te), u(xp), u(ip), u(wp), u(sp), u(op), u(int64_t(n)), u(int64_t(k)),
+        u(int64_t(tc)), gen_});
   return ok_status();
 }
 
@@ -53,7 +54,7 @@ Status CudaBackend::moe_route(const Tensor& logits, const MoeRouteSpec& sp, cons
   const uint64_t flags = (u(int64_t{scale_bits}) << 8) | (sp.score == MoeScore::sigmoid ? 1 : 0) |
                          (sp.norm_topk_prob ? 2 : 0) | (sp.shared ? 4 : 0) | (sp.shared_gated ? 8 : 0);
   push([=](cudaStream_t s) { return cuda::moe_route(sp, lp, nt, bp, ip, wp, s); },
-       {0x52, u(lp), u(bp), u(ip), u(wp), u(n), shape, flags, gen_});
+       {op_id(OpId::moe_route), u(lp), u(bp), u(ip), u(wp), u(n), shape, flags, gen_});
   return ok_status();
 }
 

@@ -32,7 +32,7 @@ Status CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& r
     requeue_gemv();
   }
   push([=](cudaStream_t s) { return sample_rows(lp, m, vocab, ph, oh, s, am); },
-       {10, u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), u(am), gen_});
+       {op_id(OpId::sample), u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), u(am), gen_});
   const auto t1 = std::chrono::steady_clock::now();
   SPK_TRY(flush());
   SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
