@@ -169,6 +169,9 @@ class CudaBackend final : public Backend {
   Status grow(Scratch& buf, size_t need, bool zero = false);
   Status before_move();
   Status dev_alloc(std::shared_ptr<void>& out, size_t bytes, const std::string& what);
+  // A weight's bytes, carved from a slab (linear/weight_import.cpp).
+  Status weight_storage(std::shared_ptr<void>& out, size_t bytes, const std::string& what);
+  static constexpr size_t kWeightSlab = size_t{256} << 20, kWeightAlign = 256;
   Status ensure_meta(size_t n, size_t tiles, size_t tables);
   Status ensure_gemm(int M, int K);   // linear/linear_op.cpp
   Status ensure_sample(size_t rows);  // sample/sample_op.cpp
@@ -211,6 +214,8 @@ class CudaBackend final : public Backend {
   std::chrono::steady_clock::time_point sampled_at_{};  // when the last sampled ids reached the host
   bool attn_rope_fuse_ = knob(Knob::ATTN_ROPE_FUSE) == 1;
   std::unique_ptr<WeightLoader> loader_;
+  std::shared_ptr<void> slab_;  // the weight slab being filled
+  size_t slab_used_ = 0;
   bool warned_conversion_ = false;
   void* arena_ = nullptr;          // pinned, kArenaBytes: queued small uploads of the current step
   std::shared_ptr<void> arena_d_;  // its device mirror
