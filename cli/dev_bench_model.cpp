@@ -64,6 +64,12 @@ void setup_dev_bench_model(CLI::App& app, Context& ctx) {
         mem["activation_bytes_planned"].get<double>() / (1 << 30),
         mem["activation_bytes_reserved"].get<double>() / (1 << 30), mem["kv_blocks"].get<int>(),
         static_cast<unsigned long long>(mem["allocations_after_pool"].get<uint64_t>()));
+    if (mem["device_total_bytes"].get<double>() > 0)
+      std::printf(
+          "device: backend allocations %.2f GiB, in use %.2f GiB of %.2f GiB\n",
+          mem["backend_live_bytes"].get<double>() / (1 << 30),
+          (mem["device_total_bytes"].get<double>() - mem["device_free_bytes"].get<double>()) / (1 << 30),
+          mem["device_total_bytes"].get<double>() / (1 << 30));
     std::printf("%6s %10s %12s %14s %12s\n", "batch", "ms/step", "tok/s", "tok/s/stream", "weight GB/s");
     for (const auto& d : j["decode"])
       std::printf("%6d %10.3f %12.1f %14.1f %12.0f\n", d["batch"].get<int>(), d["step_ms"].get<double>(),

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "orchestrator/deploy/up.h"
 
@@ -23,7 +24,7 @@ void setup_down(CLI::App& app, Context& ctx) {
       ctx.exit_code = kExitFailed;
       return;
     }
-    if (ctx.global.json) std::cout << nlohmann::json{{"ok", true}, {"verb", "down"}}.dump() << "\n";
+    if (ctx.global.json) std::cout << json_text(nlohmann::json{{"ok", true}, {"verb", "down"}}, -1) << "\n";
     ctx.exit_code = kExitOk;
   });
 }

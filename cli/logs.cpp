@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 #include "orchestrator/deploy/lifecycle.h"
 #include "orchestrator/deploy/rank_ops.h"
@@ -110,7 +111,7 @@ int run_logs(Context& ctx, const LogsCliOptions& o) {
     }
     first = false;
     if (!o.follow) {
-      if (ctx.global.json) std::cout << nlohmann::json{{"ok", true}, {"lines", lines}}.dump() << "\n";
+      if (ctx.global.json) std::cout << json_text(nlohmann::json{{"ok", true}, {"lines", lines}}, -1) << "\n";
       return kExitOk;
     }
     for (int i = 0; i < 10 && !g_logs_stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));

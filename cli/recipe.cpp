@@ -184,9 +184,10 @@ int run_export(Context& ctx, const RecipeOptions& o) {
     return kExitFailed;
   }
   if (ctx.global.json)
-    std::cout
-        << nlohmann::json{{"ok", true}, {"lane", src->name}, {"from", src->origin}, {"path", path}}.dump()
-        << "\n";
+    std::cout << json_text(
+                     nlohmann::json{{"ok", true}, {"lane", src->name}, {"from", src->origin}, {"path", path}},
+                     -1)
+              << "\n";
   else
     std::cout << src->name << ": copied from " << src->origin << " to " << path << "\n"
               << (o.to.empty() ? "edit it there: `sparkctl up " + src->name + "` now uses it"

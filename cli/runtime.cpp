@@ -67,6 +67,7 @@ struct ServeFlags {
   double http_body_timeout_s = 10;        // a request body within this after its head
   size_t http_max_connections = 4096;     // connections waiting for a request (oldest closed past it)
   size_t http_max_queued = 1024;          // whole requests waiting for a handler thread (503 past it)
+  size_t max_stored_response_mib = 256;   // /v1/responses store: serialised bytes kept (LRU past it)
   double mem_floor_gib = 0;               // stop when the node's MemAvailable stays below this (0 = off)
   std::string meminfo_path;               // empty: $SPARKCTL_MEMINFO_PATH (tests), else /proc/meminfo
   std::string tool_call_parser = "auto";  // auto: by model_type / chat template; none: off
@@ -350,6 +351,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   hc.body_timeout_ms = static_cast<int>(f.http_body_timeout_s * 1000);
   hc.max_connections = f.http_max_connections;
   hc.max_queued = f.http_max_queued;
+  hc.max_stored_response_bytes = f.max_stored_response_mib * kMiB;
   hc.parsing = *parsing;
   hc.default_chat_template_kwargs = kwargs;
   rt::HttpServer server(hc, engine, *tok, *chat, metrics);
@@ -458,6 +460,10 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--http-max-queued", f->http_max_queued,
                 "whole requests waiting for a handler thread; past it 503 with Retry-After")
       ->check(CLI::Range(1, 1000000));
+  s->add_option("--max-stored-response-mib", f->max_stored_response_mib,
+                "MiB of /v1/responses kept for previous_response_id and GET (serialised, tools echoed "
+                "included); the least recently used go first, a larger one alone is not kept")
+      ->check(CLI::Range(1, 1 << 20));
   s->add_option("--mem-floor-gib", f->mem_floor_gib,
                 "stop the engine (exit 3, with an exit note) when the node's MemAvailable stays below this "
                 "many GiB, before a unified-memory host wedges (0 = off)")

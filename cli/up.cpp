@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_out.h"
 #include "cli/verbs.h"
 
 namespace spk::cli {
@@ -35,7 +36,7 @@ void print_done(const Context& ctx, const char* verb, const std::string& outcome
               {"phase", st->phase},
               {"endpoint", st->endpoint},
               {"api_key_file", st->api_key_file}});
-  std::cout << j.dump() << "\n";
+  std::cout << json_text(j, -1) << "\n";
 }
 
 int run_up(Context& ctx, UpCliOptions o, const char* verb) {

@@ -22,6 +22,7 @@ struct StepShapes {
   // Mixture of experts (0 experts: dense): the widest layer's expert count (shared experts included),
   // routed slots per token and widest expert.
   int moe_experts = 0, moe_slots = 0, moe_max_inter = 0;
+  int moe_layers = 0;  // layers with experts (a backend may keep a table per layer)
 };
 
 struct MemoryCounters {
@@ -30,6 +31,9 @@ struct MemoryCounters {
   uint64_t allocations = 0;         // count of allocations so far
   uint64_t sealed_allocations = 0;  // allocations asked for after seal_memory() (each one refused)
   bool sealed = false;
+  // What the device reports (cudaMemGetInfo; 0 on CPU): used - live_bytes is what others hold (the CUDA
+  // context, libraries, the allocator's page rounding).
+  uint64_t device_free = 0, device_total = 0;
 };
 
 }  // namespace spk

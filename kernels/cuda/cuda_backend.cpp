@@ -231,7 +231,10 @@ Status CudaBackend::reserve_scratch(const StepShapes& shapes) {
 }
 
 MemoryCounters CudaBackend::memory_counters() const {
-  return {counts_->live, counts_->peak, counts_->allocations, counts_->sealed, sealed_};
+  MemoryCounters c{counts_->live, counts_->peak, counts_->allocations, counts_->sealed, sealed_};
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) c.device_free = free_b, c.device_total = total_b;
+  return c;
 }
 
 // The peepholes' memory of the last queued op (staging reuse, GEMV fusions, rope + cache, rope into the

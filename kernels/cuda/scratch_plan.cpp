@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/linear/gemm.h"
+#include "kernels/cuda/moe/moe_ffn.h"
 #include "kernels/cuda/moe/moe_plan.h"
 
 namespace spk::cuda {
@@ -31,9 +32,11 @@ ScratchNeeds plan_scratch(const StepShapes& s, const AttnKnobs& k) {
   n.gemm_tokens = T;
   n.gemm_k = std::max(s.max_linear_in, 1);
   n.gemm = Gemm::bytes_for(n.gemm_tokens, n.gemm_k);
-  if (s.moe_experts > 0)
+  if (s.moe_experts > 0) {
     n.moe =
         moe::carve(nullptr, T * std::max(s.moe_slots, 1), s.moe_experts, s.hidden, s.moe_max_inter, nullptr);
+    n.moe_tables = static_cast<size_t>(s.moe_layers) * s.moe_experts * sizeof(MoeExpert);
+  }
   n.meta_tokens = static_cast<size_t>(T);
   n.meta_tiles = meta_tile_words(T, S);
   n.meta_tables = static_cast<size_t>(std::max<int64_t>(s.max_table_entries, 1));

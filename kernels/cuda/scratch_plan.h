@@ -19,11 +19,14 @@ struct ScratchNeeds {
   int gemm_tokens = 0, gemm_k = 0;   // cuBLASLt staging (Gemm::bytes_for)
   size_t gemm = 0;
   size_t moe = 0;                                           // moe_ffn's plan, h and y (moe_plan.h carve)
+  size_t moe_tables = 0;                                    // the experts' pointer tables, one per MoE layer
   size_t meta_tokens = 0, meta_tiles = 0, meta_tables = 0;  // begin_step's arrays (int32 words)
   size_t meta = 0;
   size_t sample_rows = 0;  // sample(): rows of parameters/results (pinned) and argmax keys
   size_t sample = 0;       // device bytes of the argmax keys
-  [[nodiscard]] size_t device_bytes() const { return partial + counters + gemm + moe + meta + sample; }
+  [[nodiscard]] size_t device_bytes() const {
+    return partial + counters + gemm + moe + moe_tables + meta + sample;
+  }
 };
 ScratchNeeds plan_scratch(const StepShapes& s, const AttnKnobs& k);
 

@@ -77,9 +77,11 @@ VerbOutput run_stage_recv(const json& in, const NodeEnv&) {
 
 VerbOutput run_stage_verify(const json& in, const NodeEnv&) {
   namespace ni = node_input;
-  if (auto s = ni::only_keys(in, {"dir", "expect"}, "stage-verify"); !s) return bad(s.error());
+  if (auto s = ni::only_keys(in, {"dir", "expect", "prune"}, "stage-verify"); !s) return bad(s.error());
   auto dir = ni::str(in, "dir", "");
   if (!dir) return bad(dir.error());
+  auto prune = ni::boolean(in, "prune", false);
+  if (!prune) return bad(prune.error());
   if (dir->empty()) return bad(make_error("node stage-verify: input 'dir' is missing", "pass the model dir"));
   std::vector<staging::ManifestEntry> expect;
   if (in.contains("expect")) {
@@ -87,7 +89,11 @@ VerbOutput run_stage_verify(const json& in, const NodeEnv&) {
     if (!m) return bad(m.error());
     expect = std::move(*m);
   }
-  auto rep = staging::verify_model_dir(*dir, expect);
+  // prune removes what `expect` lacks: without a list it would have nothing to keep.
+  if (*prune && expect.empty())
+    return bad(
+        make_error("node stage-verify: 'prune' needs a non-empty 'expect'", "pass the head's file list"));
+  auto rep = staging::verify_model_dir(*dir, expect, false, *prune);
   json out = rep.to_json();
   out["ok"] = rep.complete();
   return {rep.complete() ? kNodeOk : kNodeCheckFailed, out};

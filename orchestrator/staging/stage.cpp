@@ -43,9 +43,10 @@ std::string fail_text(const NodeAnswer& a) {
 }
 
 VerifyReport verify_on(RemoteExec& exec, const std::string& dir, const std::vector<ManifestEntry>& expect,
-                       std::string& error) {
+                       std::string& error, bool prune = false) {
   json in{{"dir", dir}};
   if (!expect.empty()) in["expect"] = manifest_to_json(expect);
+  if (prune && !expect.empty()) in["prune"] = true;
   auto a = call_node(exec, NodeVerb::kStageVerify, in, std::chrono::hours(6));
   if (!a.ok()) {
     error = a.error().what();
@@ -63,8 +64,11 @@ std::string recv_bind_address(const Node& w) {
   return ::inet_pton(AF_INET, w.reach_address().c_str(), &a) == 1 ? w.reach_address() : "0.0.0.0";
 }
 
+// prune: files only on the worker are removed after the push (the dir is sparkctl's own: synth or hub
+// under the cache dir); else (the lane's own model path, which may hold the user's files) they are
+// reported and the node is incomplete until someone removes them.
 void push_to(const Node& w, const std::string& head_dir, const std::vector<ManifestEntry>& expect,
-             const StageOptions& opt, NodeStage& out) {
+             const StageOptions& opt, bool prune, NodeStage& out) {
   auto token = random_token();
   if (!token) {
     out.error = token.error().what();
@@ -105,7 +109,7 @@ void push_to(const Node& w, const std::string& head_dir, const std::vector<Manif
   if (!out.error.empty()) return;
   out.pushed = true;
   out.push = *rep;
-  out.verify = verify_on(*exec, out.dir, expect, out.error);
+  out.verify = verify_on(*exec, out.dir, expect, out.error, prune);
 }
 
 }  // namespace
@@ -179,6 +183,11 @@ std::string StageReport::to_text() const {
         << " files skipped unread, size and mtime unchanged) in " << std::fixed << std::setprecision(2)
         << n.push.seconds << " s, " << static_cast<long>(mbps) << " MB/s\n";
     }
+    if (!n.verify.removed.empty()) {
+      o << "  removed " << n.verify.removed.size() << " file(s) the head does not have:";
+      for (const auto& f : n.verify.removed) o << " " << f;
+      o << "\n";
+    }
     if (!n.error.empty()) o << "  error: " << n.error << "\n";
     for (const auto& p : n.verify.problems) o << "  " << p << "\n";
   }
@@ -237,7 +246,7 @@ Result<StageReport> stage_lane(const Recipe& r, const Cluster& c, const Plan& pl
         else
           ns.error = exec.error().what();
       } else {
-        push_to(w, hs.dir, expect, opt, ns);
+        push_to(w, hs.dir, expect, opt, r.model.source != ModelSource::path, ns);
       }
     });
   }

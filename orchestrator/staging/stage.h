@@ -2,7 +2,10 @@
 // hub_download + model_dir linked to the snapshot, synthetic: generate with the plan's own command, path:
 // must already be there); each worker then receives the head's tree over the fabric (push.h: `node
 // stage-recv` started through the node's RemoteExec, push_tree() to its reach address) and is verified
-// (verify.h) against the head's file list. verify_only changes nothing anywhere: it reports per node.
+// (verify.h) against the head's file list. Files only on a worker are removed after its push when the
+// model dir is sparkctl's own (synthetic, hub); in a path lane's dir (the user's) they are reported and
+// the node stays incomplete. verify_only changes nothing anywhere: it reports per node, extra files
+// included.
 #pragma once
 
 #include <functional>

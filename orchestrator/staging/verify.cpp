@@ -52,10 +52,60 @@ std::string safetensors_problem(const std::string& path, std::uint64_t size) {
   return {};
 }
 
+// `p` (found under `dir`) relative to `dir`, lexically: fs::relative resolves a file symlink first, so a
+// hub snapshot's config.json (a link into blobs/) would come out as ../../blobs/<etag>.
+std::string rel_path(const fs::path& p, const std::string& dir) {
+  return p.lexically_relative(dir).generic_string();
+}
+
+// Files under `dir` the head's manifest does not list: removed (prune) or reported.
+void extra_files(const std::string& dir, const std::vector<ManifestEntry>& expected, bool prune,
+                 VerifyReport& r) {
+  std::set<std::string> want;
+  for (const auto& e : expected) want.insert(e.path);
+  std::vector<std::string> extra;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code sec;
+    const auto st = it->symlink_status(sec);
+    if (sec || fs::is_directory(st)) continue;
+    // A symlink to a directory is neither descended (the iterator does not follow it) nor listed by
+    // the head's manifest; one to a file (a hub snapshot's blob link) or a dangling one counts.
+    if (fs::is_symlink(st) && fs::is_directory(it->path(), sec)) continue;
+    std::string rel = rel_path(it->path(), dir);
+    if (rel.empty() || rel.ends_with(".sparkctl-partial")) continue;
+    if (!want.count(rel)) extra.push_back(std::move(rel));
+  }
+  if (ec) {
+    r.problems.push_back(dir + ": cannot list it to compare with the head's files: " + ec.message());
+    return;
+  }
+  std::sort(extra.begin(), extra.end());
+  for (const auto& rel : extra) {
+    if (prune) {
+      std::error_code rec;
+      if (fs::remove(dir + "/" + rel, rec) || !fs::exists(fs::symlink_status(dir + "/" + rel))) {
+        r.removed.push_back(rel);
+        continue;
+      }
+      r.problems.push_back(
+          rel + ": only on this node (the head has no such file) and it cannot be removed: " + rec.message() +
+          " (remove it by hand: a stale file can be loaded instead of the head's)");
+      continue;
+    }
+    r.problems.push_back(rel +
+                         ": only on this node, the head has no such file (a stale file can be loaded instead "
+                         "of the head's: `sparkctl stage LANE` removes it from a staged cache dir; in a "
+                         "lane's own model path, remove it by hand)");
+  }
+}
+
 }  // namespace
 
 json VerifyReport::to_json() const {
-  return {{"dir", dir}, {"complete", complete()}, {"files", files}, {"bytes", bytes}, {"problems", problems}};
+  json j{{"dir", dir}, {"complete", complete()}, {"files", files}, {"bytes", bytes}, {"problems", problems}};
+  if (!removed.empty()) j["removed"] = removed;
+  return j;
 }
 
 VerifyReport VerifyReport::from_json(const json& j) {
@@ -73,11 +123,14 @@ VerifyReport VerifyReport::from_json(const json& j) {
   r.bytes = u64("bytes");
   if (j.contains("problems") && j["problems"].is_array())
     for (const auto& p : j["problems"]) r.problems.push_back(p.is_string() ? p.get<std::string>() : p.dump());
+  if (j.contains("removed") && j["removed"].is_array())
+    for (const auto& p : j["removed"])
+      if (p.is_string()) r.removed.push_back(p.get<std::string>());
   return r;
 }
 
 VerifyReport verify_model_dir(const std::string& dir, const std::vector<ManifestEntry>& expected,
-                              bool hash_blobs) {
+                              bool hash_blobs, bool prune) {
   VerifyReport r;
   r.dir = dir;
   auto problem = [&](const std::string& file, const std::string& what) {
@@ -87,6 +140,8 @@ VerifyReport verify_model_dir(const std::string& dir, const std::vector<Manifest
     problem(dir, "no such directory (stage the model first: sparkctl stage LANE)");
     return r;
   }
+  // First, so that the checks below see the tree as pruned (a stale index would name stale shards).
+  if (!expected.empty()) extra_files(dir, expected, prune, r);
   auto check_file = [&](const std::string& rel, std::uint64_t* size) {
     if (!regular(dir + "/" + rel, size)) {
       problem(rel, "missing");
@@ -116,6 +171,11 @@ VerifyReport verify_model_dir(const std::string& dir, const std::vector<Manifest
       for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it)
         if (it.value().is_string()) shards.insert(it.value().get<std::string>());
     if (shards.empty()) problem(index, "names no shard");
+    if (fs::exists(fs::symlink_status(dir + "/model.safetensors")))
+      problem("model.safetensors",
+              "stale beside " + index +
+                  ": the loader refuses a dir with both (remove the one the head does not have, or stage "
+                  "again)");
   } else if (regular(dir + "/model.safetensors")) {
     shards.insert("model.safetensors");
   } else {
@@ -171,7 +231,7 @@ Result<std::vector<ManifestEntry>> build_manifest(const std::string& dir, bool h
   std::error_code ec;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file()) continue;
-    std::string rel = fs::relative(it->path(), dir).generic_string();
+    std::string rel = rel_path(it->path(), dir);
     if (rel.ends_with(".sparkctl-partial")) continue;
     ManifestEntry e{rel, 0, {}};
     regular(it->path().string(), &e.size);

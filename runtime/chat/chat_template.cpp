@@ -112,6 +112,7 @@ Result<ChatConfig> load_chat_config(const std::string& model_dir) {
     return out;  // no template: chat_template stays null
   }
   SPK_ASSIGN(out.chat_template, ChatTemplate::parse(source, name));
+  out.expects = detect_template_expectations(source);
   out.template_source = std::move(source);
   return out;
 }

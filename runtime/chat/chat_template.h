@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/base/status.h"
+#include "runtime/chat/chat_messages.h"
 
 namespace spk::rt {
 
@@ -30,7 +31,8 @@ struct ChatConfig {
   std::shared_ptr<ChatTemplate> chat_template;  // null when the file has none
   std::string bos_token;
   std::string eos_token;
-  std::string template_source;  // the template's text (parser defaults look for the families' markers)
+  std::string template_source;   // the template's text (parser defaults look for the families' markers)
+  TemplateExpectations expects;  // what its messages must look like (normalise_messages before render)
 };
 Result<ChatConfig> load_chat_config(const std::string& model_dir);
 

@@ -1,4 +1,4 @@
-// Checkpoint directory: model.safetensors (preferred, as transformers does) or an index + shards.
+// Checkpoint directory: model.safetensors or an index + shards; both at once is refused (one is stale).
 // The index is untrusted too: size cap, shard names must be plain file names inside the directory.
 #include "runtime/checkpoint/checkpoint.h"
 
@@ -29,6 +29,15 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   const std::string single = dir + "/model.safetensors";
   const std::string index = dir + "/model.safetensors.index.json";
   std::error_code ec;
+  // Both layouts at once is a stale leftover of a layout change (a reused directory re-exported with
+  // another shard size, a worker staged before the head's checkpoint moved to shards): which one is the
+  // head's cannot be told from here, and loading either could differ from what the other ranks load.
+  if (fs::exists(single, ec) && fs::exists(index, ec))
+    return make_error(dir +
+                          " holds both model.safetensors and model.safetensors.index.json (one is stale "
+                          "from an earlier layout)",
+                      "remove the stale one (the file the source checkpoint does not have), or stage the "
+                      "lane again: `sparkctl stage LANE` makes each node's copy equal to the head's");
   if (fs::is_regular_file(single, ec)) {
     SPK_ASSIGN(auto f, SafetensorsFile::open(single));
     std::shared_ptr<SafetensorsFile> sf(std::move(f));

@@ -119,6 +119,7 @@ StepShapes Transformer::step_shapes(const StepLimits& lim) const {
   s.max_linear_in = std::max({cfg_.hidden_size, p.q_heads.count * cfg_.head_dim, p.mlp.count});
   for (const auto& L : layers_) {
     if (!L.moe) continue;
+    ++s.moe_layers;
     s.moe_experts = std::max(s.moe_experts, static_cast<int>(L.moe->experts.size()));
     s.moe_slots = std::max(s.moe_slots, L.moe->slots());
     for (const ExpertWeights& e : L.moe->experts)

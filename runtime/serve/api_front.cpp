@@ -1,8 +1,8 @@
 #include "runtime/serve/api_front.h"
 
-#include <atomic>
-#include <chrono>
-#include <cstdio>
+#include <sys/random.h>
+
+#include <cerrno>
 #include <random>
 
 namespace spk::rt {
@@ -21,16 +21,29 @@ std::string sse_named_event(std::string_view name, const nlohmann::json& data) {
 }
 
 std::string make_wire_id(std::string_view prefix) {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t salt = [] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  const auto t = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  char b[32];
-  std::snprintf(b, sizeof b, "%012llx%012llx", static_cast<unsigned long long>(t & 0xffffffffffffULL),
-                static_cast<unsigned long long>((salt + counter++) & 0xffffffffffffULL));
-  return std::string(prefix) + b;
+  // 128 bits from the kernel's CSPRNG (getrandom(2)), as vLLM's ids: no clock, no counter, nothing a
+  // client who has seen other ids can step to. The call blocks only before the pool is first seeded.
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      // No getrandom (a very old kernel): std::random_device reads /dev/urandom on Linux.
+      static thread_local std::random_device rd;
+      for (size_t i = got; i < sizeof bytes; ++i) bytes[i] = static_cast<unsigned char>(rd());
+      got = sizeof bytes;
+    }
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(prefix);
+  out.reserve(prefix.size() + 2 * sizeof bytes);
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
 }
 
 }  // namespace spk::rt

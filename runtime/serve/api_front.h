@@ -39,8 +39,8 @@ class ApiFront {
 // "event: <name>\ndata: <json>\n\n" (the framing of /v1/messages and /v1/responses streams).
 std::string sse_named_event(std::string_view name, const nlohmann::json& data);
 
-// "<prefix><24 hex digits>", unique within this process and unlikely across restarts: msg_, toolu_,
-// resp_, fc_, rs_, call_.
+// "<prefix><32 hex digits>": 128 bits from the kernel's CSPRNG, so an id cannot be guessed from others
+// (a stored response is fetched by id alone). msg_, toolu_, resp_, fc_, rs_, call_, chatcmpl-, cmpl-.
 std::string make_wire_id(std::string_view prefix);
 
 // A JSON document as text, invalid UTF-8 replaced (model output may split a code point).

@@ -3,23 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <regex>
+
+#include "runtime/serve/api_front.h"
 
 namespace spk::rt {
 
 namespace {
-
-std::string make_id(bool chat) {
-  static std::atomic<uint64_t> counter{0};
-  uint64_t t = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  char b[48];
-  std::snprintf(b, sizeof b, "%016llx%04llx", static_cast<unsigned long long>(t),
-                static_cast<unsigned long long>(counter++ & 0xffff));
-  return std::string(chat ? "chatcmpl-" : "cmpl-") + b;
-}
 
 const char* finish_name(FinishReason f) {
   switch (f) {
@@ -82,7 +73,7 @@ Generation::Generation(Engine& engine, std::shared_ptr<const Tokenizer> tok, Met
       metrics_(metrics),
       req_(std::move(req)),
       model_(std::move(model_name)),
-      id_(make_id(req_.chat)),
+      id_(make_wire_id(req_.chat ? "chatcmpl-" : "cmpl-")),
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()) {}
@@ -119,6 +110,8 @@ std::variant<std::vector<int32_t>, ApiError> chat_prompt_ids(const ChatConfig& c
                      "messages");
   nlohmann::ordered_json ctx = req.chat_template_kwargs;
   ctx["messages"] = req.messages;
+  if (auto p = normalise_messages(ctx["messages"], chat.expects))
+    return api_error(400, p->message, "messages");
   ctx["add_generation_prompt"] = req.add_generation_prompt;
   ctx["bos_token"] = chat.bos_token;
   ctx["eos_token"] = chat.eos_token;
@@ -156,23 +149,29 @@ std::optional<ApiError> Generation::start(const ChatConfig& chat, const OutputPa
   prompt_tokens_ = static_cast<int>(ids.size());
   const int L = engine_.config().max_model_len;
   if (ids.empty()) return api_error(400, "the prompt is empty after tokenization", prompt_param);
-  if (prompt_tokens_ >= L)
-    return api_error(400,
-                     "This model's maximum context length is " + std::to_string(L) +
-                         " tokens. However, your prompt has " + std::to_string(prompt_tokens_) +
-                         " tokens (shorten it)",
-                     prompt_param);
+  if (prompt_tokens_ >= L) {
+    ApiError e = api_error(400,
+                           "This model's maximum context length is " + std::to_string(L) +
+                               " tokens. However, your prompt has " + std::to_string(prompt_tokens_) +
+                               " tokens (shorten it)",
+                           prompt_param);
+    e.context = ContextOverflow{prompt_tokens_, 0, L};
+    return e;
+  }
   auto& g = req_.gen;
   // 64-bit, and compared as room left (L - prompt > 0 here), so no sum can wrap past the check.
   const int64_t room = static_cast<int64_t>(L) - prompt_tokens_;
-  if (req_.max_tokens_given && g.max_tokens > room)
-    return api_error(400,
-                     "This model's maximum context length is " + std::to_string(L) +
-                         " tokens. However, you requested " +
-                         std::to_string(sat_add(prompt_tokens_, g.max_tokens)) + " tokens (" +
-                         std::to_string(prompt_tokens_) + " in the " + prompt_param + ", " +
-                         std::to_string(g.max_tokens) + " in the completion); lower " + req_.max_tokens_param,
-                     req_.max_tokens_param);
+  if (req_.max_tokens_given && g.max_tokens > room) {
+    ApiError e = api_error(
+        400,
+        "This model's maximum context length is " + std::to_string(L) + " tokens. However, you requested " +
+            std::to_string(sat_add(prompt_tokens_, g.max_tokens)) + " tokens (" +
+            std::to_string(prompt_tokens_) + " in the " + prompt_param + ", " + std::to_string(g.max_tokens) +
+            " in the completion); lower " + req_.max_tokens_param,
+        req_.max_tokens_param);
+    e.context = ContextOverflow{prompt_tokens_, g.max_tokens, L};
+    return e;
+  }
   if (!req_.max_tokens_given) g.max_tokens = req_.chat ? room : std::min<int64_t>(16, room);
   for (const auto& [id, bias] : req_.logit_bias)
     if (static_cast<uint64_t>(id) >= tok_->vocab_size())
@@ -235,7 +234,10 @@ void Generation::consume(ChoiceState& c, SeqUpdate& u) {
       c.pending.token_logprobs.push_back(u.logprobs[i]);
     }
     const size_t from = c.deltas.size();
-    if (c.parser->push(piece, c.deltas)) {  // a stop string: this choice is over, free its blocks now
+    const bool was_reasoning = c.parser->reasoning_open();
+    const bool stopped = c.parser->push(piece, c.deltas);
+    if (was_reasoning && c.parser->reasoning_open()) ++c.reasoning_tokens;
+    if (stopped) {  // a stop string: this choice is over, free its blocks now
       c.parser->finish(c.deltas);
       engine_.abort(c.sub.id);
       c.done = true;
@@ -385,7 +387,10 @@ ChoiceOutput Generation::output(int i) const {
 
 Usage Generation::usage() const {
   Usage u{prompt_tokens_, 0, cached_tokens()};
-  for (const auto& c : choices_) u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
+  for (const auto& c : choices_) {
+    u.completion_tokens += c.done ? c.completion_tokens : c.consumed;
+    u.reasoning_tokens += c.reasoning_tokens;
+  }
   return u;
 }
 

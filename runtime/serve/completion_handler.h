@@ -28,8 +28,10 @@ struct ChoiceState {
   Choice pending;                        // content text (and logprobs) not yet sent
   std::vector<OutputDelta> deltas;       // structured output not yet taken (take_deltas / chat stream)
   int completion_tokens = 0;
-  int consumed = 0;       // tokens taken from the channel
-  int cached_tokens = 0;  // prompt tokens the prefix cache supplied (the engine says with the first token)
+  int consumed = 0;          // tokens taken from the channel
+  int reasoning_tokens = 0;  // of those, decoded while the reasoning section was open before and after
+                             // (its markers not counted: a token that opens or closes it is not reasoning)
+  int cached_tokens = 0;     // prompt tokens the prefix cache supplied (the engine says with the first token)
   bool done = false;
   bool role_sent = false;    // chat streams: the first chunk carries the assistant role
   bool finish_sent = false;  // streams: the chunk with finish_reason went out

@@ -49,6 +49,22 @@ const char* route_label(const std::string& path) {
   return "other";
 }
 
+// The /v1/responses store in /metrics (Prometheus text, after Metrics::render's lines).
+std::string store_metrics(const ResponseStoreStats& s) {
+  std::string o;
+  auto metric = [&o](const char* name, const char* type, const char* help, uint64_t v) {
+    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+         std::to_string(v) + "\n";
+  };
+  metric("sparkctl_responses_stored", "gauge", "Responses kept for previous_response_id and GET.", s.entries);
+  metric("sparkctl_responses_stored_bytes", "gauge", "Serialised bytes of the responses kept.", s.bytes);
+  metric("sparkctl_responses_store_max_bytes", "gauge", "The store's byte budget.", s.max_bytes);
+  metric("sparkctl_responses_evicted_total", "counter", "Stored responses evicted to make room.", s.evicted);
+  metric("sparkctl_responses_not_stored_total", "counter",
+         "Responses with store: true not kept, larger than the whole byte budget alone.", s.refused);
+  return o;
+}
+
 // Anthropic's clients get Anthropic's error shape, everyone else OpenAI's.
 bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
@@ -214,7 +230,7 @@ HttpServer::HttpServer(HttpConfig cfg, Engine& engine, std::shared_ptr<const Tok
       created_(std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()),
-      responses_(cfg_.max_stored_responses) {
+      responses_(cfg_.max_stored_responses, cfg_.max_stored_response_bytes) {
   FrontConfig fc;
   fc.max_head_bytes = cfg_.max_head_bytes;
   fc.max_body_bytes = cfg_.max_body_bytes;
@@ -315,7 +331,8 @@ Verdict HttpServer::classify(const RequestHead& h) {
   }
   if (h.path == "/metrics") {
     if (!get) return only("GET");
-    return answer(200, metrics_.render(cfg_.served_model_name), "text/plain; version=0.0.4");
+    return answer(200, metrics_.render(cfg_.served_model_name) + store_metrics(responses_.stats()),
+                  "text/plain; version=0.0.4");
   }
   if (h.path == "/v1/models") {
     if (!get) return only("GET");
@@ -325,12 +342,13 @@ Verdict HttpServer::classify(const RequestHead& h) {
   if (h.path.rfind("/v1/responses/", 0) == 0) {
     if (!get) return only("GET");
     const std::string id = h.path.substr(std::string("/v1/responses/").size());
-    if (auto r = responses_.get(id)) return answer(200, dump_json(r->response));
-    return error(api_error(404,
-                           "Response with id '" + id.substr(0, 100) +
-                               "' not found (responses are kept in memory, the latest " +
-                               std::to_string(responses_.capacity()) + ", and only with store: true)",
-                           {}, "invalid_request_error", "response_not_found"));
+    if (auto r = responses_.get(id)) return answer(200, r->response_text);  // serialised when stored
+    return error(api_error(
+        404,
+        "Response with id '" + id.substr(0, 100) + "' not found (responses are kept in memory, the latest " +
+            std::to_string(responses_.capacity()) + " within " +
+            std::to_string(responses_.max_bytes() >> 20) + " MiB, and only with store: true)",
+        {}, "invalid_request_error", "response_not_found"));
   }
   if (h.path == "/v1/completions" || h.path == "/v1/chat/completions" || h.path == "/v1/responses" ||
       h.path == "/v1/messages" || h.path == "/v1/messages/count_tokens") {

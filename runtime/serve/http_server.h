@@ -47,7 +47,8 @@ struct HttpConfig {
   size_t max_connections = 4096;
   size_t max_queued = 1024;
   size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
-  OutputParsing parsing;              // --tool-call-parser / --reasoning-parser ("" = none)
+  size_t max_stored_response_bytes = ResponseStore::kDefaultMaxBytes;  // and their serialised bytes
+  OutputParsing parsing;  // --tool-call-parser / --reasoning-parser ("" = none)
   nlohmann::ordered_json default_chat_template_kwargs =
       nlohmann::ordered_json::object();  // under the request's
 };

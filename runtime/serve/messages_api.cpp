@@ -47,7 +47,18 @@ json anthropic_error_body(int status, const std::string& message) {
 
 json anthropic_error_body(const FieldError& e) { return anthropic_error_body(e.status, e.message); }
 
+std::string anthropic_context_message(const ContextOverflow& c) {
+  if (c.max_tokens <= 0)
+    return "prompt is too long: " + std::to_string(c.input_tokens) + " tokens > " + std::to_string(c.limit) +
+           " maximum";
+  return "input length and `max_tokens` exceed context limit: " + std::to_string(c.input_tokens) + " + " +
+         std::to_string(c.max_tokens) + " > " + std::to_string(c.limit) +
+         ", decrease input length or `max_tokens` and try again";
+}
+
 FieldError from_api_error(const ApiError& e) {
+  // Anthropic's own wording: Claude Code parses it (retries with a smaller max_tokens, sizes compaction).
+  if (e.context) return FieldError{e.status, e.param, anthropic_context_message(*e.context), e.code};
   // Generation::start names the prompt field of the chat API: on the other APIs it is the messages too.
   std::string msg = e.message;
   if (!e.param.empty() && msg.rfind(e.param, 0) != 0) msg = e.param + ": " + msg;

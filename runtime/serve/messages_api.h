@@ -20,8 +20,8 @@ namespace spk::rt {
 struct MessagesRequest {
   ApiRequest api;  // chat = true; messages and tools in the chat template's form; n = 1
   // tool_choice in OpenAI form: "auto" | "required" | {"type":"function","function":{"name"}}; null when
-  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). Not enforced
-  // on the sampler (no constrained decoding).
+  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). "any" and
+  // "tool" are refused (no constrained decoding yet: output_constraints.h).
   nlohmann::ordered_json tool_choice;
 };
 
@@ -35,7 +35,13 @@ std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_vie
 // overloaded_error, else api_error).
 nlohmann::json anthropic_error_body(int status, const std::string& message);
 nlohmann::json anthropic_error_body(const FieldError& e);
+// An ApiError of Generation::start for /v1/messages; a context overflow in Anthropic's words
+// (anthropic_context_message).
 FieldError from_api_error(const ApiError& e);
+// "prompt is too long: {n} tokens > {limit} maximum", or "input length and `max_tokens` exceed context
+// limit: {input} + {max_tokens} > {limit}, decrease input length or `max_tokens` and try again" — the
+// texts Anthropic's API sends and Claude Code parses.
+std::string anthropic_context_message(const ContextOverflow& c);
 
 // "toolu_..." for a parser's call id (kept when it already is one).
 std::string anthropic_tool_id(const std::string& call_id);

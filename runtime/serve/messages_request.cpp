@@ -3,6 +3,7 @@
 
 #include "runtime/serve/front_fields.h"
 #include "runtime/serve/messages_api.h"
+#include "runtime/serve/output_constraints.h"
 
 namespace spk::rt {
 
@@ -241,6 +242,13 @@ std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_vie
   if (const ojson* tc = FieldChecker::get(j, "tool_choice");
       tc && !map_tool_choice(c, *tc, names, r.tool_choice))
     return *c.err;
+  if (auto e = check_tool_choice_enforceable(
+          r.tool_choice, "tool_choice.type",
+          r.tool_choice.is_object()
+              ? "'tool' ('" + r.tool_choice["function"]["name"].get<std::string>() + "')"
+              : "'any'",
+          "send 'auto' or 'none', or omit tool_choice"))
+    return *e;
   if (!tools.empty() && r.tool_choice != "none") q.tools = tools;
   q.tool_choice = r.tool_choice;
 
@@ -259,8 +267,9 @@ std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_vie
         !c.integer(*th, "budget_tokens", "thinking.budget_tokens", budget, 1, "an integer >= 1"))
       c.fail("thinking.budget_tokens", "is required when type is 'enabled'");
   }
-  if (const ojson* oc = c.object(j, "output_config", "output_config"); oc && FieldChecker::get(*oc, "format"))
-    c.fail("output_config.format", "structured output is not supported by this server yet (omit it)");
+  if (const ojson* oc = c.object(j, "output_config", "output_config"))
+    if (const ojson* f = FieldChecker::get(*oc, "format"))
+      if (auto e = check_output_format(*f, "output_config.format"); e && !c.err) c.err = *e;
   if (c.err) return *c.err;
   return r;
 }

@@ -134,7 +134,9 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
                             ", batch " + std::to_string(max_batch) + " x " + std::to_string(decode_ctx) +
                             " tokens); the memory plan has " + std::to_string(plan.num_blocks),
                         "raise --gpu-memory-utilization, or lower --prefill, --batch or --context");
-    pool_blocks = plan.num_blocks;  // as runtime serve: the pool takes the plan's budget
+    // The pool holds what the runs need, not the plan's whole budget: the plan counts bytes, and cudaMalloc
+    // rounds each weight up to its 2 MiB pages (Qwen3-30B-A3B's 18,432 3-MiB expert tensors waste ~18 GiB on
+    // an H100), so a pool of the plan's size can fail there (PERF_NOTES.md, issue 44).
     mem["plan"] = plan.to_json();
   }
   mem["kv_blocks"] = pool_blocks;
@@ -205,6 +207,9 @@ Result<nlohmann::json> run_model_bench(const ModelBenchOptions& o) {
   }
   const MemoryCounters c = m->memory_counters();
   mem["allocations_after_pool"] = c.sealed_allocations;
+  mem["backend_live_bytes"] = c.live_bytes;
+  mem["device_free_bytes"] = c.device_free;
+  mem["device_total_bytes"] = c.device_total;
   mem["device_peak_bytes"] = c.peak_bytes;
   out["memory"] = mem;
   return out;

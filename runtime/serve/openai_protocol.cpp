@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/serve/output_constraints.h"
+
 namespace spk::rt {
 
 using nlohmann::json;
@@ -191,6 +193,20 @@ void parse_common(Reader& r, ApiRequest& q, const ProtocolLimits& lim) {
   }
   r.token_ids("stop_token_ids", g.stop_token_ids);
   r.boolean("ignore_eos", g.ignore_eos);
+  // vLLM's min_tokens: nothing here holds back end-of-sequence and stop tokens, so only 0 is honoured.
+  int64_t min_tokens = 0;
+  if (r.integer64("min_tokens", min_tokens, 0, INT64_MAX, "an integer >= 0") && min_tokens > 0)
+    r.fail("min_tokens", "is " + std::to_string(min_tokens) +
+                             ", but min_tokens is not supported by this server (send 0 or omit it)");
+  if (const json* f = r.get("response_format"))
+    if (auto e = check_output_format(*f, "response_format"); e && !r.err)
+      r.err = api_error(e->status, e->message, e->param);
+}
+
+// "required" and a named function are valid but refused: nothing enforces them (output_constraints.h).
+std::optional<ApiError> enforceable(const std::string& sent) {
+  const FieldError e = forced_tool_call_refused("tool_choice", sent, "send 'auto' or 'none', or omit it");
+  return api_error(e.status, e.message, e.param);
 }
 
 // tool_choice: auto | none | required | {"type":"function","function":{"name"}} naming one of `tools`.
@@ -219,7 +235,7 @@ std::optional<ApiError> check_tool_choice(const json& j) {
     if (v == "required") {
       if (names.empty())
         return api_error(400, "'tool_choice' is 'required' but the request has no 'tools'", "tool_choice");
-      return std::nullopt;
+      return enforceable("'required'");
     }
     return api_error(
         400,
@@ -242,7 +258,7 @@ std::optional<ApiError> check_tool_choice(const json& j) {
                      "'tool_choice' names function '" + name.substr(0, 128) +
                          "', which is not in 'tools' (the request's tools: " + list() + ")",
                      "tool_choice");
-  return std::nullopt;
+  return enforceable("a named function ('" + name.substr(0, 128) + "')");
 }
 
 }  // namespace

@@ -15,12 +15,21 @@
 
 namespace spk::rt {
 
+// A prompt (plus the completion asked for) longer than the model's window, in numbers, so that each front
+// can word it as its clients parse it (Anthropic's clients read theirs to retry with a smaller max_tokens).
+struct ContextOverflow {
+  int64_t input_tokens = 0;
+  int64_t max_tokens = 0;  // 0: the prompt alone does not fit
+  int64_t limit = 0;       // max_model_len
+};
+
 struct ApiError {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
   std::string param;  // the offending field; empty when none
   std::string code;
+  std::optional<ContextOverflow> context;  // set when the request does not fit the context window
   // {"error": {"message", "type", "param", "code"}} (param/code null when empty).
   [[nodiscard]] nlohmann::json body() const;
 };
@@ -57,8 +66,8 @@ struct ApiRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   nlohmann::ordered_json tools;  // null when absent
   // "auto" | "none" | "required" | {"type":"function","function":{"name"}}; null when absent (= auto).
-  // Validated (a named function must be one of `tools`); "none" turns tool-call parsing off. Not enforced
-  // on the sampler: "required" and a named function do not constrain decoding (no grammar sampling).
+  // Validated (a named function must be one of `tools`); "none" turns tool-call parsing off. "required"
+  // and a named function are then refused with a 400 (output_constraints.h): no constrained decoding yet.
   nlohmann::ordered_json tool_choice;
   nlohmann::ordered_json chat_template_kwargs =
       nlohmann::ordered_json::object();  // {"enable_thinking": false}
@@ -112,7 +121,8 @@ struct Choice {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
-  int cached_tokens = 0;  // of prompt_tokens, how many the prefix cache supplied
+  int cached_tokens = 0;     // of prompt_tokens, how many the prefix cache supplied
+  int reasoning_tokens = 0;  // of completion_tokens, how many the reasoning parser kept as reasoning
   [[nodiscard]] nlohmann::json to_json() const;
 };
 

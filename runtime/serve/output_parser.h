@@ -43,6 +43,7 @@ class OutputParser {
   [[nodiscard]] bool stopped() const { return stop_.stopped(); }
   [[nodiscard]] const std::string& stop_matched() const { return stop_.matched(); }
   [[nodiscard]] bool in_reasoning() const { return reasoning_ && reasoning_->in_reasoning(); }
+  [[nodiscard]] bool reasoning_open() const { return reasoning_ && reasoning_->reasoning_open(); }
 
  private:
   void content(std::string_view text, std::vector<OutputDelta>& out);

@@ -30,6 +30,8 @@ class ReasoningParser {
   Split push(std::string_view text);
   Split finish();  // end of output: held text is released (a partial tag is text after all)
   [[nodiscard]] bool in_reasoning() const { return state_ != State::content; }
+  // Inside the reasoning section proper (its opening marker seen or implied, its closing one not yet).
+  [[nodiscard]] bool reasoning_open() const { return state_ == State::reasoning; }
 
  private:
   enum class State { start, reasoning, content };

@@ -24,7 +24,7 @@ json usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
           {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"output_tokens", u.completion_tokens},
-          {"output_tokens_details", {{"reasoning_tokens", 0}}},  // not counted apart from the rest yet
+          {"output_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
@@ -73,6 +73,7 @@ json response_object(const std::string& id, int64_t created_at, const std::strin
       {"incomplete_details", nullptr},
       {"instructions", r.instructions.empty() ? json(nullptr) : json(r.instructions)},
       {"max_output_tokens", q.max_tokens_given ? json(q.gen.max_tokens) : json(nullptr)},
+      {"max_tool_calls", r.echo.value("max_tool_calls", json(nullptr))},
       {"metadata", json::object()},
       {"model", model},
       {"output", output},
@@ -269,7 +270,7 @@ void ResponsesFront::remember(const json& response) {
   if (!store_ || !req_.store) return;
   ojson conversation = req_.conversation.is_array() ? req_.conversation : ojson::array();
   for (auto& m : output_as_messages(response["output"])) conversation.push_back(std::move(m));
-  store_->put(id_, StoredResponse{response, std::move(conversation)});
+  store_->put(id_, StoredResponse{dump_json(response), std::move(conversation)});  // false: over the budget
 }
 
 std::string ResponsesFront::take_events(Generation& gen) {

@@ -31,8 +31,8 @@ struct ResponsesRequest {
   // The request's settings echoed in the response object (tools as sent, tool_choice, reasoning, ...).
   nlohmann::json echo = nlohmann::json::object();
   // "auto" | "none" | "required" | {"type":"function","function":{"name"}} (OpenAI chat form); null when
-  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). Not enforced
-  // on the sampler (no constrained decoding).
+  // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). "required"
+  // and a named function are refused (no constrained decoding yet: output_constraints.h).
   nlohmann::ordered_json tool_choice;
 };
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/serve/front_fields.h"
+#include "runtime/serve/output_constraints.h"
 #include "runtime/serve/response_store.h"
 #include "runtime/serve/responses_api.h"
 
@@ -212,12 +213,19 @@ std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_v
                            {"summary", nullptr}};
   }
   if (const ojson* tx = c.object(j, "text", "text"))
-    if (const ojson* f = c.object(*tx, "format", "text.format")) {
-      std::string type;
-      if (c.string(*f, "type", "text.format.type", type) && type != "text")
-        c.fail("text.format.type",
-               "'" + type + "' is not supported by this server yet (send 'text' or omit it)");
-    }
+    if (const ojson* f = FieldChecker::get(*tx, "format"))
+      if (auto e = check_output_format(*f, "text.format"); e && !c.err) c.err = *e;
+  // Logprobs are not built on this route: only 0 alternatives is honoured.
+  int64_t top_logprobs = 0;
+  if (c.integer(j, "top_logprobs", "top_logprobs", top_logprobs, 0, "an integer in [0, 20]") &&
+      top_logprobs > 0)
+    c.fail("top_logprobs",
+           "is " + std::to_string(top_logprobs) +
+               ", but logprobs are not supported on /v1/responses by this server (send 0 or omit it)");
+  // Bounds calls of built-in (hosted) tools; this server runs none, so any valid value holds.
+  int64_t max_tool_calls = 0;
+  if (c.integer(j, "max_tool_calls", "max_tool_calls", max_tool_calls, 1, "an integer >= 1"))
+    r.echo["max_tool_calls"] = max_tool_calls;
   if (c.err) return *c.err;
 
   const ojson* input = FieldChecker::get(j, "input");
@@ -238,6 +246,13 @@ std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_v
   if (const ojson* tc = FieldChecker::get(j, "tool_choice");
       tc && !map_tool_choice(c, *tc, names, r.tool_choice))
     return *c.err;
+  if (auto e = check_tool_choice_enforceable(
+          r.tool_choice, "tool_choice",
+          r.tool_choice.is_object()
+              ? "a named function ('" + r.tool_choice["function"]["name"].get<std::string>() + "')"
+              : "'required'",
+          "send 'auto' or 'none', or omit it"))
+    return *e;
   if (!tools.empty() && r.tool_choice != "none") q.tools = tools;
   q.tool_choice = r.tool_choice;
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -79,6 +80,46 @@ TEST(CliHabits, JsonErrorsAreOneObject) {
     EXPECT_EQ(j.value("ok", true), false) << args << ": " << r.out;
     EXPECT_FALSE(j.value("error", "").empty()) << args << ": " << r.out;
   }
+}
+
+// Issue 43 item 4: an argument that is not UTF-8 (a lane name, a path, --cluster, --state-dir) still
+// gets one JSON object on stdout and the verb's usual exit code, not `terminate called` (134). Each
+// command runs twice, '@' replaced by the invalid byte 0xC3 and by a plain 'Z': same exit code.
+TEST(CliHabits, JsonSurvivesArgumentsThatAreNotUtf8) {
+  const std::string state = "/tmp/spk_cli_utf8_" + std::to_string(::getpid());
+  const std::string env = "SPARKCTL_STATE_DIR=" + state + " ";
+  for (const std::string args : {
+           "--json recipe show 'dir/nope@.yaml'",
+           "--json recipe show 'lane@'",
+           "--json recipe validate '/nonexistent/r@.yaml'",
+           "--json plan 'lane@'",
+           "--json up 'lane@'",
+           "--json stage 'lane@' --verify",
+           "--json 'fr@b'",
+           "--json --cluster '/nonexistent/c@.yaml' status",
+           "--json --cluster '/nonexistent/c@.yaml' cluster show",
+           "--json --cluster '/nonexistent/c@.yaml' plan lane-demo",
+           "--json --state-dir '/nonexistent/s@' logs",
+           "--json --state-dir '/nonexistent/s@' status",
+           "--json --state-dir '/nonexistent/s@' down",
+       }) {
+    std::string bad = args, plain = args;
+    bad.replace(bad.find('@'), 1, "\xc3");
+    plain.replace(plain.find('@'), 1, "Z");
+    const auto rb = spk::test::run_sparkctl(bad, env, /*merge_stderr=*/false);
+    const auto rp = spk::test::run_sparkctl(plain, env, /*merge_stderr=*/false);
+    EXPECT_NE(rb.code, -1) << args << ": killed by a signal";
+    EXPECT_NE(rb.code, 134) << args;
+    EXPECT_EQ(rb.code, rp.code) << args << ": " << rb.out << " vs " << rp.out;
+    auto j = nlohmann::json::parse(rb.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << args << ": stdout is not one JSON object: " << rb.out;
+  }
+  // The path is named, its invalid byte shown as U+FFFD.
+  auto r = spk::test::run_sparkctl("--json recipe show 'dir/nope\xc3.yaml'", env, false);
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_NE(j.value("error", "").find("dir/nope\xEF\xBF\xBD.yaml"), std::string::npos) << r.out;
+  std::filesystem::remove_all(state);
 }
 
 TEST(CliHabits, VersionCarriesTheBuildHash) {

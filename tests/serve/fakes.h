@@ -64,7 +64,7 @@ class LineTemplate : public ChatTemplate {
 };
 
 inline ChatConfig line_chat_config() {
-  return ChatConfig{std::make_shared<LineTemplate>(), "<bos>", "<eos>", ""};
+  return ChatConfig{std::make_shared<LineTemplate>(), "<bos>", "<eos>", "", {}};
 }
 
 // Greedy output: printable ASCII chosen by a hash of the context; never eos unless eos_every > 0.

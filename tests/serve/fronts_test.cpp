@@ -19,7 +19,7 @@ TEST(MessagesApi, MapsSystemBlocksToolsAndToolResults) {
       {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"a b"}]},
         {"type":"text","text":"next"}]}],
     "tools":[{"name":"ls","description":"list","input_schema":{"type":"object"}}],
-    "tool_choice":{"type":"any"},"stop_sequences":["END"],"temperature":0,"top_k":5,"metadata":{"user_id":"u"}})",
+    "tool_choice":{"type":"auto"},"stop_sequences":["END"],"temperature":0,"top_k":5,"metadata":{"user_id":"u"}})",
                              "tiny");
   ASSERT_TRUE(std::holds_alternative<MessagesRequest>(r)) << std::get<FieldError>(r).message;
   const auto& q = std::get<MessagesRequest>(r);
@@ -33,7 +33,7 @@ TEST(MessagesApi, MapsSystemBlocksToolsAndToolResults) {
   EXPECT_EQ(m[3]["content"], "a b");
   EXPECT_EQ(m[4]["content"], "next");
   EXPECT_EQ(q.api.tools[0]["function"]["parameters"]["type"], "object");
-  EXPECT_EQ(q.tool_choice, "required");
+  EXPECT_EQ(q.tool_choice, "auto");
   EXPECT_EQ(q.api.gen.max_tokens, 8);
   EXPECT_EQ(q.api.gen.stop, std::vector<std::string>{"END"});
 }

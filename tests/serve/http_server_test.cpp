@@ -392,7 +392,7 @@ class FailingTemplateFixture : public ServerFixture {
     auto t = ChatTemplate::parse("{{ raise_exception('roles must alternate, got ' + messages[0].role) }}",
                                  "/srv/secret-models/qwen/tokenizer_config.json");
     EXPECT_TRUE(t.ok());
-    return ChatConfig{t.ok() ? *t : nullptr, "<bos>", "<eos>", ""};
+    return ChatConfig{t.ok() ? *t : nullptr, "<bos>", "<eos>", "", {}};
   }
 };
 

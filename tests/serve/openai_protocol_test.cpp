@@ -157,6 +157,116 @@ TEST(OpenAiProtocol, ObjectsWithTooManyKeysAreRefusedBeforeParsing) {
   EXPECT_FALSE(json_shape_problem(R"({"a":"{{{{:::::}}}}[[[["})").has_value());
 }
 
+bool says_constrained_decoding(const std::string& message) {
+  return message.find("needs constrained decoding, which this server does not support yet") !=
+         std::string::npos;
+}
+
+// Issue 41: a field that changes the output is never silently ignored. What needs constrained decoding
+// (JSON mode, structured outputs, a forced tool call) is refused with a 400 that says so, on every route;
+// an invalid value is named. Issue 43 item 7: min_tokens, top_logprobs, max_tool_calls are validated.
+TEST(OutputConstraints, ChatCompletionsRefuseWhatNeedsConstrainedDecoding) {
+  const std::string chat = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],)";
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"ls"}}],)";
+  for (const std::string t : {"json_object", "json_schema"}) {
+    auto e = bad(chat + R"("response_format":{"type":")" + t + R"(","json_schema":{"name":"a"}}})", true);
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format.type");
+    EXPECT_TRUE(says_constrained_decoding(e.message)) << e.message;
+    EXPECT_NE(e.message.find("'" + t + "'"), std::string::npos) << e.message;
+    EXPECT_EQ(bad(R"({"model":"tiny","prompt":"x","response_format":{"type":")" + t + R"("}})", false).param,
+              "response_format.type");
+  }
+  ok(chat + R"("response_format":{"type":"text"}})", true);
+  auto yaml = bad(chat + R"("response_format":{"type":"yaml"}})", true);
+  EXPECT_EQ(yaml.param, "response_format.type");
+  EXPECT_NE(yaml.message.find("'yaml' is not a format type"), std::string::npos) << yaml.message;
+  EXPECT_EQ(bad(chat + R"("response_format":"json"})", true).param, "response_format");
+  EXPECT_EQ(bad(chat + R"("response_format":{}})", true).param, "response_format.type");
+
+  auto required = bad(chat + tools + R"("tool_choice":"required"})", true);
+  EXPECT_EQ(required.param, "tool_choice");
+  EXPECT_TRUE(says_constrained_decoding(required.message)) << required.message;
+  EXPECT_NE(required.message.find("'required'"), std::string::npos) << required.message;
+  auto named = bad(chat + tools + R"("tool_choice":{"type":"function","function":{"name":"ls"}}})", true);
+  EXPECT_TRUE(says_constrained_decoding(named.message)) << named.message;
+  EXPECT_NE(named.message.find("'ls'"), std::string::npos) << named.message;
+  // Invalid choices keep their own messages.
+  auto missing = bad(chat + tools + R"("tool_choice":{"type":"function","function":{"name":"cat"}}})", true);
+  EXPECT_NE(missing.message.find("not in 'tools'"), std::string::npos) << missing.message;
+  EXPECT_NE(bad(chat + R"("tool_choice":"required"})", true).message.find("no 'tools'"), std::string::npos);
+  ok(chat + tools + R"("tool_choice":"auto"})", true);
+  ok(chat + tools + R"("tool_choice":"none"})", true);
+
+  ok(chat + R"("min_tokens":0})", true);
+  for (const char* v : {"3", "\"3\"", "-1", "1.5"}) {
+    EXPECT_EQ(bad(chat + R"("min_tokens":)" + v + "}", true).param, "min_tokens") << v;
+    EXPECT_EQ(bad(std::string(R"({"model":"tiny","prompt":"x","min_tokens":)") + v + "}", false).param,
+              "min_tokens")
+        << v;
+  }
+  EXPECT_EQ(bad(chat + R"("top_logprobs":"2"})", true).param, "top_logprobs");
+  EXPECT_EQ(bad(chat + R"("logprobs":true,"top_logprobs":2})", true).param, "top_logprobs");
+}
+
+TEST(OutputConstraints, ResponsesAndMessagesRefuseWhatNeedsConstrainedDecoding) {
+  auto responses = [](const std::string& extra) {
+    auto r = parse_responses_request(
+        R"({"model":"tiny","input":"x","tools":[{"type":"function","name":"ls"}])" + extra + "}", "tiny");
+    return std::holds_alternative<FieldError>(r) ? std::get<FieldError>(r) : FieldError{200, "", ""};
+  };
+  auto messages = [](const std::string& extra) {
+    auto r =
+        parse_messages_request(R"({"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":"x"}],)"
+                               R"("tools":[{"name":"ls","input_schema":{"type":"object"}}])" +
+                                   extra + "}",
+                               "tiny");
+    return std::holds_alternative<FieldError>(r) ? std::get<FieldError>(r) : FieldError{200, "", ""};
+  };
+  for (const std::string& extra :
+       {std::string(R"(,"tool_choice":"required")"),
+        std::string(R"(,"tool_choice":{"type":"function","name":"ls"})"),
+        std::string(R"(,"text":{"format":{"type":"json_schema","name":"a","schema":{}}})"),
+        std::string(R"(,"text":{"format":{"type":"json_object"}})")}) {
+    auto e = responses(extra);
+    EXPECT_EQ(e.status, 400) << extra;
+    EXPECT_TRUE(says_constrained_decoding(e.message)) << extra << " -> " << e.message;
+  }
+  EXPECT_EQ(responses(R"(,"tool_choice":"required")").param, "tool_choice");
+  EXPECT_EQ(responses(R"(,"text":{"format":{"type":"json_object"}})").param, "text.format.type");
+  EXPECT_NE(responses(R"(,"text":{"format":{"type":"yaml"}})").message.find("'yaml' is not a format type"),
+            std::string::npos);
+  EXPECT_NE(responses(R"(,"tool_choice":{"type":"function","name":"cat"})").message.find("'cat'"),
+            std::string::npos);
+  EXPECT_EQ(responses(R"(,"tool_choice":"auto","text":{"format":{"type":"text"}})").status, 200);
+  EXPECT_EQ(responses(R"(,"top_logprobs":0,"max_tool_calls":3)").status, 200);
+  EXPECT_EQ(responses(R"(,"top_logprobs":2)").param, "top_logprobs");
+  EXPECT_EQ(responses(R"(,"top_logprobs":"2")").param, "top_logprobs");
+  EXPECT_EQ(responses(R"(,"max_tool_calls":"3")").param, "max_tool_calls");
+  EXPECT_EQ(responses(R"(,"max_tool_calls":0)").param, "max_tool_calls");
+  auto rq = parse_responses_request(R"({"model":"tiny","input":"x","max_tool_calls":3})", "tiny");
+  ASSERT_TRUE(std::holds_alternative<ResponsesRequest>(rq));
+  EXPECT_EQ(response_object("resp_1", 1, "tiny", std::get<ResponsesRequest>(rq), "completed",
+                            nlohmann::json::array(), nullptr)["max_tool_calls"],
+            3);
+
+  for (const std::string& extra :
+       {std::string(R"(,"tool_choice":{"type":"any"})"),
+        std::string(R"(,"tool_choice":{"type":"tool","name":"ls"})"),
+        std::string(R"(,"output_config":{"format":{"type":"json_schema","schema":{}}})")}) {
+    auto e = messages(extra);
+    EXPECT_EQ(e.status, 400) << extra;
+    EXPECT_TRUE(says_constrained_decoding(e.message)) << extra << " -> " << e.message;
+  }
+  EXPECT_EQ(messages(R"(,"tool_choice":{"type":"any"})").param, "tool_choice.type");
+  EXPECT_NE(messages(R"(,"tool_choice":{"type":"any"})").message.find("'any'"), std::string::npos);
+  EXPECT_NE(messages(R"(,"tool_choice":{"type":"tool","name":"cat"})")
+                .message.find("not one of the request's tools"),
+            std::string::npos);
+  EXPECT_EQ(messages(R"(,"tool_choice":{"type":"auto"})").status, 200);
+  EXPECT_EQ(messages(R"(,"tool_choice":{"type":"none"})").status, 200);
+}
+
 TEST(OpenAiProtocol, ResponseShapes) {
   Choice c;
   c.text = "hello";

@@ -148,6 +148,17 @@ TEST(ServeBinary, LiveServerWithARealSyntheticModel) {
   auto j = json::parse(chat->body);
   EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() <= 5, true);
   EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 5);
+  // Issue 41: what every OpenAI-style agent sends back after a tool call (assistant content null beside
+  // tool_calls, user content as text parts) renders on the real Qwen3 template.
+  auto agent = c.Post("/v1/chat/completions", R"({"model":"tiny","max_tokens":2,"temperature":0,"messages":[
+      {"role":"user","content":[{"type":"text","text":"weather?"},{"type":"text","text":"in Paris"}]},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]})",
+                      "application/json");
+  ASSERT_TRUE(agent);
+  EXPECT_EQ(agent->status, 200) << agent->body;
 
   auto node =
       run(std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/openai_client.cjs " + SPARKCTL_NPM_DIR +
@@ -216,7 +227,7 @@ TEST(ServeBinary, HostileRequestsAndSlowConnections) {
     EXPECT_EQ(j["error"]["param"], "max_tokens") << r->body;
     EXPECT_NE(r->body.find("maximum context length is 512"), std::string::npos) << r->body;
   }
-  // The real Qwen3 template calls .startswith on the content: a number makes it fail.
+  // A number as content is refused by name before the template (the real Qwen3 one calls .startswith).
   auto tpl = c.Post("/v1/chat/completions", R"({"model":"tiny","messages":[{"role":"user","content":5}]})",
                     "application/json");
   ASSERT_TRUE(tpl);

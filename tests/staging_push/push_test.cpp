@@ -20,6 +20,7 @@
 
 #include "orchestrator/staging/push/file_io.h"
 #include "orchestrator/staging/push/wire.h"
+#include "orchestrator/staging/verify.h"
 
 namespace fs = std::filesystem;
 using namespace spk::staging;
@@ -524,4 +525,26 @@ TEST(Push, BlockWithWrongHashIsAskedForAgain) {
   EXPECT_EQ(code, 0);
   EXPECT_EQ(body["blocks_rejected"], 1);
   EXPECT_EQ(slurp(dst.p / "f"), data);
+}
+
+// A hub snapshot is a tree of symlinks into blobs/: the push and the head's manifest name each file by
+// its path in the snapshot (config.json), not by where the link points (../../blobs/<etag>, which the
+// receiver refuses and the worker's verify would call missing).
+TEST(Push, HubSnapshotOfSymlinksPushesUnderItsOwnNames) {
+  TempDir src, dst;
+  write(src.p / "blobs/aaaa", R"({"model_type":"llama"})");
+  write(src.p / "blobs/bbbb", random_bytes(kBlock * 3 + 7, 9));
+  const fs::path snap = src.p / "snapshots/rev";
+  fs::create_directories(snap / "sub");
+  fs::create_symlink("../../blobs/aaaa", snap / "config.json");
+  fs::create_symlink("../../../blobs/bbbb", snap / "sub/model.safetensors");
+  auto m = build_manifest(snap.string(), false);
+  ASSERT_TRUE(m.ok()) << m.error().what();
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[0].path, "config.json");
+  EXPECT_EQ((*m)[1].path, "sub/model.safetensors");
+  auto rep = push_ok(snap, dst.p);
+  EXPECT_EQ(rep.files, 2u);
+  EXPECT_EQ(slurp(dst.p / "config.json"), slurp(src.p / "blobs/aaaa"));
+  EXPECT_EQ(slurp(dst.p / "sub/model.safetensors"), slurp(src.p / "blobs/bbbb"));
 }

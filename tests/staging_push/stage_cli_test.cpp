@@ -5,9 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "tests/support/run_binary.h"
 
@@ -134,4 +138,57 @@ TEST(StageCli, TakenPortFailsFastNamingIt) {
   EXPECT_NE(r.out.find("127.0.0.1:" + port), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--port"), std::string::npos) << r.out;
   EXPECT_LT(s, 15.0) << "the head kept retrying a receiver that had exited:\n" << r.out;
+}
+
+// Issue 43 item 1: a worker that kept a file the head no longer has (an old single-file
+// model.safetensors after the head's checkpoint moved to shards + index, or the other way round) is
+// not complete: `--verify` names the file, `stage` removes it, and the trees are then equal.
+TEST(StageCli, WorkerFilesTheHeadLacksAreReportedThenRemoved) {
+  TempDir t;
+  const std::string env = "SPARKCTL_STATE_DIR=" + t.p.string() + " ";
+  const std::string args = two_node_stage_args(t.p, "") + " --port " + std::to_string(free_port());
+  auto r = run_sparkctl(args, env);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const fs::path hdir = first_shard(t.p / "head").parent_path(), wdir = first_shard(t.p / "w1").parent_path();
+  ASSERT_FALSE(wdir.empty());
+  // The stale weight file is whichever layout the head does not use, with real safetensors bytes.
+  const bool head_single = fs::exists(hdir / "model.safetensors");
+  const std::string stale = head_single ? "model.safetensors.index.json" : "model.safetensors";
+  if (head_single)
+    std::ofstream(wdir / stale) << R"({"weight_map":{"x":"model.safetensors"}})";
+  else
+    fs::copy_file(first_shard(wdir), wdir / stale);
+  fs::create_directories(wdir / "old");
+  std::ofstream(wdir / "old" / "notes.txt") << "left over";
+  std::ofstream(wdir / "x.sparkctl-partial") << "a push's resumable leftover, kept";
+
+  r = run_sparkctl(args + " --verify", env);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("w1: INCOMPLETE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(stale + ": only on this node"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("old/notes.txt: only on this node"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("x.sparkctl-partial"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(wdir / stale)) << "--verify changes nothing";
+  auto j =
+      nlohmann::json::parse(run_sparkctl("--json " + args + " --verify", env, false).out, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["nodes"][1]["verify"]["complete"], false) << j.dump();
+
+  r = run_sparkctl(args, env);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("w1: complete"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("removed 2 file(s) the head does not have"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(wdir / stale));
+  EXPECT_FALSE(fs::exists(wdir / "old" / "notes.txt"));
+  EXPECT_TRUE(fs::exists(wdir / "x.sparkctl-partial"));
+  fs::remove(wdir / "x.sparkctl-partial");
+  fs::remove(wdir / "old");
+  std::vector<std::string> hf, wf;
+  for (const auto& e : fs::recursive_directory_iterator(hdir)) hf.push_back(fs::relative(e.path(), hdir));
+  for (const auto& e : fs::recursive_directory_iterator(wdir)) wf.push_back(fs::relative(e.path(), wdir));
+  std::sort(hf.begin(), hf.end());
+  std::sort(wf.begin(), wf.end());
+  EXPECT_EQ(hf, wf);
+  r = run_sparkctl(args + " --verify --hash", env);
+  EXPECT_EQ(r.code, 0) << r.out;
 }

@@ -50,7 +50,8 @@ Result<std::vector<SFile>> list_files(const PushOptions& opt) {
     std::error_code ec;
     for (fs::recursive_directory_iterator it(opt.source_dir, ec), end; !ec && it != end; it.increment(ec)) {
       if (!it->is_regular_file()) continue;  // follows symlinks: a hub snapshot links into blobs/
-      std::string rel = fs::relative(it->path(), opt.source_dir).generic_string();
+      // Lexically: fs::relative resolves the symlink, naming ../../blobs/<etag> instead of the file.
+      std::string rel = it->path().lexically_relative(opt.source_dir).generic_string();
       if (rel.ends_with(".sparkctl-partial")) continue;
       rels.push_back(rel);
     }
