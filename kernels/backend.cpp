@@ -4,40 +4,11 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-#include <cassert>
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
 
 namespace spk {
-
-int64_t Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-Tensor Tensor::reshape(std::vector<int64_t> new_shape) const {
-  Tensor t = *this;
-  t.shape = std::move(new_shape);
-  assert(t.numel() == numel());
-  return t;
-}
-
-Tensor Tensor::rows(int64_t begin, int64_t count) const {
-  assert(!shape.empty() && begin >= 0 && begin + count <= shape[0]);
-  Tensor t = *this;
-  const size_t row_bytes = shape[0] == 0 ? 0 : nbytes() / static_cast<size_t>(shape[0]);
-  t.data = static_cast<uint8_t*>(data) + static_cast<size_t>(begin) * row_bytes;
-  t.shape[0] = count;
-  return t;
-}
-
-std::string describe(const Tensor& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
-  return s + "] " + std::string(dtype_name(t.dtype));
-}
 
 namespace {
 Error step_error(std::string_view op, const std::string& what) {
@@ -98,6 +69,25 @@ Status Backend::moe_route(const Tensor& logits, const MoeRouteSpec& spec, const 
   moe_route_reference(spec, lg.data(), n, bias ? b.data() : nullptr, id.data(), wt.data());
   SPK_TRY(upload(ids, id.data(), id.size() * sizeof(int32_t)));
   return upload(w, wt.data(), wt.size() * sizeof(float));
+}
+
+namespace {
+Status refuse(const Backend& be, std::string_view kind, std::string_view variant, const std::string& what) {
+  return make_error(what + " needs " + std::string(kind) + " '" + std::string(variant) +
+                        "', which backend '" + std::string(be.name()) + "' does not run",
+                    "run it with --backend cpu (the reference runs every format), or use a checkpoint / "
+                    "--kv-cache-dtype this backend lists");
+}
+}  // namespace
+
+Status require_support(const Backend& be, WeightFormat f, const std::string& what) {
+  return be.supports(f) ? ok_status() : refuse(be, "weight format", weight_format_name(f), what);
+}
+Status require_support(const Backend& be, KvFormat f, const std::string& what) {
+  return be.supports(f) ? ok_status() : refuse(be, "KV cache format", kv_format_name(f), what);
+}
+Status require_support(const Backend& be, AttnKind k, const std::string& what) {
+  return be.supports(k) ? ok_status() : refuse(be, "attention kind", attn_kind_name(k), what);
 }
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {

@@ -28,11 +28,10 @@ class CpuBackend final : public Backend {
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps, Tensor& out) override;
-  Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) override;
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
-  Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) override;
-  Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttnParams& params,
-                   Tensor& out) override;
+  Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
+  Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,
