@@ -140,6 +140,9 @@ class CudaBackend final : public Backend {
   Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps, Tensor& out) override;
   Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) override;
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
+  [[nodiscard]] bool supports(WeightFormat f) const override {
+    return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
+  }
   Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
   Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -181,6 +184,8 @@ class CudaBackend final : public Backend {
   // Op helpers.
   Status norm(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out);  // elementwise
   void requeue_gemv();                                                                      // linear
+  // One row of the linear chooser per quantized format, each in its own file (linear/<format>_op.cpp).
+  Status linear_w4a16(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y);
   struct MoeTable {
     std::shared_ptr<void> storage;
     const cuda::MoeExpert* dev = nullptr;

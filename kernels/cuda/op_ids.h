@@ -11,6 +11,7 @@ namespace spk::cuda {
   X(embedding, 1)                 \
   X(rmsnorm, 2)                   \
   X(linear, 3) /* GEMV or GEMM */ \
+  X(linear_w4a16, 11)             \
   X(rope, 4)                      \
   X(kv_write, 5)                  \
   X(attention, 6)                 \

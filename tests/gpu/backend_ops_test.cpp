@@ -116,6 +116,57 @@ std::vector<Case> linear_cases() {
   return cs;
 }
 
+// GPTQ int4 (checkpoint layout, kernels/formats/linear_weight.h): random nibbles, zeros and f16 scales,
+// with and without act-order g_idx, groups that do and do not divide K.
+std::vector<Case> gptq_cases() {
+  std::vector<Case> cs;
+  uint64_t seed = 500;
+  struct Shape {
+    int k, n, group;
+  };
+  for (int m : {1, 3, 8, 17})
+    for (const Shape sh :
+         {Shape{128, 64, 32}, Shape{256, 40, 128}, Shape{1024, 96, -1}, Shape{4096, 256, 128}})
+      for (bool act_order : {false, true}) {
+        Case c{"linear gptq-int4 m=" + std::to_string(m) + " k=" + std::to_string(sh.k) +
+                   " n=" + std::to_string(sh.n) + " group=" + std::to_string(sh.group) +
+                   (act_order ? " act-order" : "") + (m == 3 ? " bias" : ""),
+               ++seed, 1e-4, nullptr};
+        c.run = [=](Backend& be, Inputs& in, std::vector<float>& out) -> Status {
+          const int K = sh.k, N = sh.n, group = sh.group > 0 ? sh.group : K, G = (K + group - 1) / group;
+          std::vector<int32_t> qw(size_t(K / 8) * N), qz(size_t(G) * (N / 8)), gi;
+          for (auto& v : qw) v = int32_t(uint32_t(in.rng()));
+          for (auto& v : qz) v = int32_t(uint32_t(in.rng()));
+          std::vector<uint16_t> sc(size_t(G) * N);
+          const std::vector<float> sf = in.floats(sc.size(), 0.01f);
+          for (size_t i = 0; i < sc.size(); ++i) sc[i] = spk::f32_to_f16(sf[i]);
+          if (act_order) {  // a permutation of the inputs, `group` of them per group
+            gi.resize(K);
+            for (int k = 0; k < K; ++k) gi[(k * 37 + 11) % K] = k / group;
+          }
+          spk::LinearWeight w;
+          w.format = spk::WeightFormat::gptq_int4;
+          w.out = N, w.in = K, w.group_size = sh.group;
+          SPK_TRY(spk::require_support(be, w.format, "the test's gptq weight"));
+          TRY_T(qwt, be.import_weight(qw.data(), DType::i32, {K / 8, N}, nullptr, DType::i32));
+          TRY_T(qzt, be.import_weight(qz.data(), DType::i32, {G, N / 8}, nullptr, DType::i32));
+          TRY_T(sct, be.import_weight(sc.data(), DType::f16, {G, N}, nullptr, DType::f16));
+          w.values = qwt, w.zeros = qzt, w.scales = sct;
+          if (act_order) {
+            TRY_T(git, be.import_weight(gi.data(), DType::i32, {K}, nullptr, DType::i32));
+            w.g_idx = git;
+          }
+          TRY_T(x, f32(be, in.floats(size_t(m) * K), {m, K}));
+          TRY_T(b, f32(be, in.floats(size_t(N)), {N}));
+          TRY_T(y, be.alloc(DType::f32, {m, N}));
+          SPK_TRY(be.linear(x, w, m == 3 ? &b : nullptr, y));
+          return down(be, y, out);
+        };
+        cs.push_back(std::move(c));
+      }
+  return cs;
+}
+
 std::vector<Case> elementwise_cases() {
   std::vector<Case> cs;
   uint64_t seed = 200;
@@ -327,6 +378,7 @@ TEST(BackendOps, Linear) { run_all(linear_cases()); }
 TEST(BackendOps, Elementwise) { run_all(elementwise_cases()); }
 TEST(BackendOps, Attention) { run_all(attention_cases()); }
 TEST(BackendOps, MoeFfn) { run_all(moe_cases()); }
+TEST(BackendOps, LinearGptqInt4) { run_all(gptq_cases()); }
 
 // Every variant the CUDA backend says it runs is one the CPU reference runs too (the twin exists).
 TEST(BackendOps, CudaVariantsHaveCpuTwins) {

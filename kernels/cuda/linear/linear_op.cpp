@@ -6,7 +6,8 @@
 namespace spk::cuda {
 
 Status CudaBackend::linear(const Tensor& x, const LinearWeight& lw, const Tensor* bias, Tensor& y) {
-  // The weight-format chooser: dense bf16 is the only row yet (supports() refuses the rest at load).
+  // The weight-format chooser: one row per format (supports() refuses the rest at load).
+  if (lw.format == WeightFormat::gptq_int4) return linear_w4a16(x, lw, bias, y);
   if (lw.format != WeightFormat::dense)
     return make_error("cuda linear: weight " + describe(lw) + " is in a format this backend does not run",
                       "this is a caller bug: load checks Backend::supports() first");

@@ -1,0 +1,29 @@
+// GPTQ int4 weights, bf16-free: y[m, n] = x[m, :] . dequant(W)[n, :] (+ bias[n]) straight from the
+// checkpoint layout (kernels/formats/linear_weight.h, gptq_int4): qweight i32 [K/8, N] (nibble j of row i is
+// input k = 8 i + j), qzeros i32 [groups, N/8] (stored zero - 1), scales f16 [groups, N], optional g_idx i32
+// [K]. W[n, k] = scale[g, n] * (q[k, n] - (zero[g, n] + 1)), g = g_idx ? g_idx[k] : k / group.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/base/status.h"
+
+namespace spk::cuda {
+
+struct W4A16Weight {
+  const int32_t* qweight = nullptr;
+  const int32_t* qzeros = nullptr;
+  const uint16_t* scales = nullptr;  // f16 bits
+  const int32_t* g_idx = nullptr;    // null: group = k / group_size
+  int group_size = 0;                // <= 0: one group of K
+  int N = 0, K = 0;
+};
+
+// K % 8 == 0 and N % 8 == 0 (the packing); any M (rows are taken 8 at a time: every row block re-reads the
+// weights, so prefill pays M / 8 weight passes). `sm_count` sizes the split along K.
+Status w4a16_linear(const W4A16Weight& w, const float* x, int M, const float* bias, float* y, int sm_count,
+                    cudaStream_t s);
+
+}  // namespace spk::cuda

@@ -1,0 +1,36 @@
+// The gptq_int4 row of the linear chooser: the W4A16 GEMV (w4a16.cu) on the checkpoint layout, which the
+// loader copied to the device as it is (no repack yet). No fusion joins it: push() ends the peepholes.
+#include "kernels/cuda/backend_impl.h"
+#include "kernels/cuda/linear/w4a16.h"
+
+namespace spk::cuda {
+
+Status CudaBackend::linear_w4a16(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) {
+  const int64_t K = w.in, N = w.out;
+  const int64_t groups = w.group_size > 0 ? (K + w.group_size - 1) / w.group_size : 1;
+  const bool layout = w.values.dtype == DType::i32 && w.values.numel() == K / 8 * N &&
+                      w.zeros.dtype == DType::i32 && w.zeros.numel() == groups * (N / 8) &&
+                      w.scales.dtype == DType::f16 && w.scales.numel() == groups * N &&
+                      (w.g_idx.empty() || (w.g_idx.dtype == DType::i32 && w.g_idx.numel() == K));
+  if (!layout || K % 8 != 0 || N % 8 != 0)
+    return op_error("linear", "gptq weight " + describe(w) + ": qweight " + describe(w.values) + ", qzeros " +
+                                  describe(w.zeros) + ", scales " + describe(w.scales));
+  if (x.dtype != DType::f32 || x.numel() % K != 0 || y.numel() != x.numel() / K * N ||
+      (bias && (bias->dtype != DType::f32 || bias->numel() != N)))
+    return op_error("linear", "x " + describe(x) + ", w " + describe(w) + ", y " + describe(y));
+  W4A16Weight k;
+  k.qweight = w.values.ptr<int32_t>(), k.qzeros = w.zeros.ptr<int32_t>();
+  k.scales = w.scales.ptr<uint16_t>();
+  k.g_idx = w.g_idx.empty() ? nullptr : w.g_idx.ptr<int32_t>();
+  k.group_size = w.group_size, k.N = static_cast<int>(N), k.K = static_cast<int>(K);
+  const int M = static_cast<int>(x.numel() / K), sms = sm_count_;
+  const float* xp = x.ptr<float>();
+  const float* bp = bias ? bias->ptr<float>() : nullptr;
+  float* yp = y.ptr<float>();
+  push([=](cudaStream_t s) { return w4a16_linear(k, xp, M, bp, yp, sms, s); },
+       {op_id(OpId::linear_w4a16), u(k.qweight), u(k.qzeros), u(k.scales), u(k.g_idx),
+        u(int64_t(k.group_size)), u(xp), u(bp), u(yp), u(int64_t(M)), u(N), u(K), gen_});
+  return ok_status();
+}
+
+}  // namespace spk::cuda
