@@ -22,38 +22,13 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "kernels/formats/linear_weight.h"
+#include "kernels/tensor.h"
 #include "kernels/moe_route.h"
 #include "kernels/step_shapes.h"
 
 namespace spk {
 
-enum class Device : uint8_t { cpu, cuda };
-
-struct Tensor {
-  void* data = nullptr;
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  Device device = Device::cpu;
-  std::shared_ptr<void> storage;
-
-  [[nodiscard]] int64_t numel() const;
-  [[nodiscard]] size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
-  [[nodiscard]] int rank() const { return static_cast<int>(shape.size()); }
-  // dim(-1) is the last dimension.
-  [[nodiscard]] int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
-  [[nodiscard]] bool empty() const { return data == nullptr; }
-  template <class T>
-  [[nodiscard]] T* ptr() const {
-    return static_cast<T*>(data);
-  }
-  // Same bytes, another shape (numel must match; asserted).
-  [[nodiscard]] Tensor reshape(std::vector<int64_t> new_shape) const;
-  // Rows [begin, begin+count) of dim 0, sharing storage.
-  [[nodiscard]] Tensor rows(int64_t begin, int64_t count) const;
-};
-
-// "[3, 64] bf16" for error messages.
-std::string describe(const Tensor& t);
 
 // One sequence of the current step (see runtime/model/step.h for the scheduling contract). Its new
 // tokens are rows [q_start, q_start+q_len) of the step; after the step its cache holds ctx_len tokens;
@@ -117,6 +92,7 @@ class Backend {
   virtual ~Backend() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual Device device() const = 0;
+  [[nodiscard]] virtual bool supports(WeightFormat f) const { return f == WeightFormat::dense; }
 
   // ---- memory ----
   // Zero-filled tensor on the device.
@@ -146,7 +122,7 @@ class Backend {
   virtual Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps,
                              Tensor& out) = 0;
   // y[n, out] = x[n, in] . w[out, in]^T (+ bias[out]). w any float dtype; bias f32 or null.
-  virtual Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  virtual Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) = 0;
   // Neox-style RoPE (rotate_half, as HF Llama/Qwen) in place on q [n, hq, hd] and k [n, hk, hd] at the
   // step's positions; inv_freq [hd/2] f32 (already llama3-scaled when the model says so).
   virtual Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) = 0;
@@ -241,6 +217,8 @@ struct BackendOptions {
   std::string name = "cpu";  // "cpu" | "cuda" (when built)
   int threads = 0;           // CPU: worker threads, 0 = hardware concurrency
 };
+
+Status require_support(const Backend& be, WeightFormat f, const std::string& what);
 
 // Error names the backend and what is built when it is unknown or not built.
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts);

@@ -24,14 +24,14 @@ Result<Tensor> load_weight(Backend& be, const WeightSource& src, const std::stri
                            const std::vector<int64_t>& shape, bool to_f32);
 
 struct Linear {
-  Tensor w;     // [out, in], checkpoint dtype
-  Tensor bias;  // [out] f32, empty when none
+  LinearWeight w;  // [out, in]: dense in the checkpoint dtype, or a quantized format
+  Tensor bias;     // [out] f32, empty when none
   Status load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
               bool with_bias);
   Status forward(Backend& be, const Tensor& x, Tensor& y) const {
     return be.linear(x, w, bias.empty() ? nullptr : &bias, y);
   }
-  [[nodiscard]] uint64_t bytes() const { return w.nbytes() + bias.nbytes(); }
+  [[nodiscard]] uint64_t bytes() const { return w.bytes() + bias.nbytes(); }
 };
 
 // Rows [r.begin, r.begin + r.count) of weight `name` whose full shape is `shape`; zero rows are appended
