@@ -17,6 +17,9 @@ class CpuBackend final : public Backend {
 
   [[nodiscard]] std::string_view name() const override { return "cpu"; }
   [[nodiscard]] Device device() const override { return Device::cpu; }
+  [[nodiscard]] bool supports(WeightFormat f) const override {
+    return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
+  }
 
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override;
   Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
@@ -28,7 +31,7 @@ class CpuBackend final : public Backend {
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps, Tensor& out) override;
-  Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) override;
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
   Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) override;
   Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttnParams& params,

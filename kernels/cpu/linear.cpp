@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/formats/gptq_int4.h"
 
 // The 8-lane helpers are internal inline functions: the AVX-argument ABI note does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -80,9 +81,8 @@ inline void rows_times(const float* xp, int64_t n, int64_t in, const W* wr, floa
   for (; i < n; ++i) yp[i * outf + j] = dot(xp + i * in, wr, in) + b;
 }
 
-}  // namespace
-
-Status CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+// The dense row of the chooser below: w [out, in] f32 / bf16 / f16.
+Status linear_dense(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   if (x.dtype != DType::f32 || y.dtype != DType::f32 || !is_float(w.dtype) || w.rank() != 2 || x.rank() < 1 ||
       y.rank() < 1)
     return shape_error("linear", "x " + describe(x) + ", w " + describe(w) + ", y " + describe(y));
@@ -98,7 +98,7 @@ Status CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, 
   const float* bp = bias ? bias->ptr<const float>() : nullptr;
   // Grain: enough rows that a chunk reads >= ~64 KB of weights.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, in));
-  pool_.parallel_for(outf, grain, [&](int64_t j0, int64_t j1) {
+  pool.parallel_for(outf, grain, [&](int64_t j0, int64_t j1) {
     thread_local std::vector<float> row;
     for (int64_t j = j0; j < j1; ++j) {
       const float b = bp ? bp[j] : 0.0f;
@@ -114,6 +114,22 @@ Status CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, 
     }
   });
   return ok_status();
+}
+
+}  // namespace
+
+// The weight-format chooser: one row per format, each in its own file (kernels/formats/).
+Status CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) {
+  switch (w.format) {
+    case WeightFormat::dense:
+      return linear_dense(pool_, x, w.values, bias, y);
+    case WeightFormat::gptq_int4:
+      return gptq_int4_linear(x, w, bias, y, pool_);
+    default:
+      break;
+  }
+  return make_error("cpu linear: weight " + describe(w) + " is in a format this build does not run",
+                    "this is a caller bug: load checks Backend::supports() first");
 }
 
 }  // namespace spk::cpu
