@@ -4,18 +4,11 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-#include <cassert>
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
 
 namespace spk {
-
-Status require_support(const Backend& be, WeightFormat f, const std::string& what) {
-  if (be.supports(f)) return ok_status();
-  return make_error(what + ": weight format " + std::string(weight_format_name(f)) + " is not supported by backend '" +
-                        std::string(be.name()) + "'", "use a backend that runs it");
-}
 
 namespace {
 Error step_error(std::string_view op, const std::string& what) {
@@ -76,6 +69,25 @@ Status Backend::moe_route(const Tensor& logits, const MoeRouteSpec& spec, const 
   moe_route_reference(spec, lg.data(), n, bias ? b.data() : nullptr, id.data(), wt.data());
   SPK_TRY(upload(ids, id.data(), id.size() * sizeof(int32_t)));
   return upload(w, wt.data(), wt.size() * sizeof(float));
+}
+
+namespace {
+Status refuse(const Backend& be, std::string_view kind, std::string_view variant, const std::string& what) {
+  return make_error(what + " needs " + std::string(kind) + " '" + std::string(variant) +
+                        "', which backend '" + std::string(be.name()) + "' does not run",
+                    "run it with --backend cpu (the reference runs every format), or use a checkpoint / "
+                    "--kv-cache-dtype this backend lists");
+}
+}  // namespace
+
+Status require_support(const Backend& be, WeightFormat f, const std::string& what) {
+  return be.supports(f) ? ok_status() : refuse(be, "weight format", weight_format_name(f), what);
+}
+Status require_support(const Backend& be, KvFormat f, const std::string& what) {
+  return be.supports(f) ? ok_status() : refuse(be, "KV cache format", kv_format_name(f), what);
+}
+Status require_support(const Backend& be, AttnKind k, const std::string& what) {
+  return be.supports(k) ? ok_status() : refuse(be, "attention kind", attn_kind_name(k), what);
 }
 
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts) {

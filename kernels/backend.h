@@ -20,15 +20,16 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/attention/attn_spec.h"
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
 #include "kernels/formats/linear_weight.h"
-#include "kernels/tensor.h"
+#include "kernels/kv/kv_spec.h"
 #include "kernels/moe_route.h"
 #include "kernels/step_shapes.h"
+#include "kernels/tensor.h"
 
 namespace spk {
-
 
 // One sequence of the current step (see runtime/model/step.h for the scheduling contract). Its new
 // tokens are rows [q_start, q_start+q_len) of the step; after the step its cache holds ctx_len tokens;
@@ -82,17 +83,20 @@ struct ExpertWeights {
   Tensor gate, up, down;
 };
 
-struct AttnParams {
-  float scale = 1.0f;      // usually 1/sqrt(head_dim)
-  int sliding_window = 0;  // 0 = full; else key j is visible to query at position p iff p - j < window
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
   [[nodiscard]] virtual std::string_view name() const = 0;
   [[nodiscard]] virtual Device device() const = 0;
+
+  // ---- variants (asked at load: a model the backend cannot run is refused before any bytes move) ----
   [[nodiscard]] virtual bool supports(WeightFormat f) const { return f == WeightFormat::dense; }
+  [[nodiscard]] virtual bool supports(KvFormat f) const { return f == kv_format(); }
+  [[nodiscard]] virtual bool supports(AttnKind k) const {
+    return k == AttnKind::causal || k == AttnKind::sliding;
+  }
+  // The KV format the caches take when the user asks for none (--kv-cache-dtype auto).
+  [[nodiscard]] virtual KvFormat kv_format() const { return KvFormat::f32; }
 
   // ---- memory ----
   // Zero-filled tensor on the device.
@@ -121,18 +125,19 @@ class Backend {
   // residual += delta; out = rmsnorm(residual) * w (the pre-norm transformer's add + norm, fused).
   virtual Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps,
                              Tensor& out) = 0;
-  // y[n, out] = x[n, in] . w[out, in]^T (+ bias[out]). w any float dtype; bias f32 or null.
+  // y[n, out] = x[n, in] . W^T (+ bias[out]), W [out, in] in any format supports() accepts (dense: any
+  // float dtype); bias f32 or null.
   virtual Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) = 0;
   // Neox-style RoPE (rotate_half, as HF Llama/Qwen) in place on q [n, hq, hd] and k [n, hk, hd] at the
   // step's positions; inv_freq [hd/2] f32 (already llama3-scaled when the model says so).
   virtual Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) = 0;
-  // Writes k, v [n, hk, hd] into the caches [num_blocks, block_size, hk, hd] at the step's slots.
-  virtual Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) = 0;
+  // Writes k, v [n, hk, hd] into the layer's cache (K and V [num_blocks, block_size, hk, hd] of the
+  // cache's format) at the step's slots.
+  virtual Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) = 0;
   // Paged attention with GQA over the step's varlen batch: q [n, hq, hd] -> out [n, hq, hd]. Query at
   // position p sees cached keys j <= p (causal within the new tokens, full over earlier context),
-  // restricted to p - j < sliding_window when set. hq must be a multiple of hk.
-  virtual Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                           const AttnParams& params, Tensor& out) = 0;
+  // restricted to p - j < sliding_window for AttnKind::sliding. hq must be a multiple of hk.
+  virtual Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) = 0;
   // out = silu(gate) * up, all [n, d].
   virtual Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :]; rows [m] i32.
@@ -208,9 +213,6 @@ class Backend {
   // buffer and the knob that sizes it: call it once the KV pool has taken the memory plan's budget.
   virtual void seal_memory() {}
   [[nodiscard]] virtual MemoryCounters memory_counters() const { return {}; }
-
-  // Element type of the paged KV caches this backend's kv_write/attention take (CPU: f32, CUDA: bf16).
-  [[nodiscard]] virtual DType kv_cache_dtype() const { return DType::f32; }
 };
 
 struct BackendOptions {
@@ -218,7 +220,10 @@ struct BackendOptions {
   int threads = 0;           // CPU: worker threads, 0 = hardware concurrency
 };
 
+// Refusals for a variant `be` lacks, naming the variant, the backend and `what` (the tensor or layer).
 Status require_support(const Backend& be, WeightFormat f, const std::string& what);
+Status require_support(const Backend& be, KvFormat f, const std::string& what);
+Status require_support(const Backend& be, AttnKind k, const std::string& what);
 
 // Error names the backend and what is built when it is unknown or not built.
 Result<std::unique_ptr<Backend>> make_backend(const BackendOptions& opts);

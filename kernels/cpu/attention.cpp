@@ -20,7 +20,9 @@ Status check_cache(std::string_view op, const Tensor& c, int64_t hk, int64_t hd,
 
 }  // namespace
 
-Status CpuBackend::kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) {
+Status CpuBackend::kv_write(const Tensor& k, const Tensor& v, KvCache& cache) {
+  Tensor& k_cache = cache.k;
+  Tensor& v_cache = cache.v;
   if (!have_step_) return shape_error("kv_write", "called before begin_step");
   const int64_t n = static_cast<int64_t>(step_.slots.size());
   if (k.rank() != 3 || k.dtype != DType::f32 || v.shape != k.shape || v.dtype != DType::f32 || k.dim(0) != n)
@@ -41,8 +43,10 @@ Status CpuBackend::kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, T
   return ok_status();
 }
 
-Status CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                             const AttnParams& params, Tensor& out) {
+Status CpuBackend::attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) {
+  const Tensor& k_cache = cache.k;
+  const Tensor& v_cache = cache.v;
+  const int64_t window = spec.window();
   if (!have_step_) return shape_error("attention", "called before begin_step");
   const int64_t n = static_cast<int64_t>(step_.positions.size());
   if (q.rank() != 3 || q.dtype != DType::f32 || q.dim(0) != n || out.dtype != DType::f32 ||
@@ -84,8 +88,7 @@ Status CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tenso
       const int32_t* table = step_.block_tables.data() + seq.bt_offset;
       const int64_t p = step_.positions[t];
       const int64_t end = std::min<int64_t>(p + 1, seq.ctx_len);
-      const int64_t begin =
-          params.sliding_window > 0 ? std::max<int64_t>(0, p - params.sliding_window + 1) : 0;
+      const int64_t begin = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
       const float* qv = qp + (t * hq + h) * hd;
       scores.resize(std::max<int64_t>(0, end - begin));
       float mx = -INFINITY;
@@ -93,7 +96,7 @@ Status CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tenso
         const float* kv = kc + (static_cast<int64_t>(table[j / bs]) * bs + j % bs) * kv_row + g * hd;
         float d = 0;
         for (int64_t i = 0; i < hd; ++i) d += qv[i] * kv[i];
-        d *= params.scale;
+        d *= spec.scale;
         scores[j - begin] = d;
         mx = std::max(mx, d);
       }

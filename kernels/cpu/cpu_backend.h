@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
 
   [[nodiscard]] std::string_view name() const override { return "cpu"; }
   [[nodiscard]] Device device() const override { return Device::cpu; }
+  using Backend::supports;
   [[nodiscard]] bool supports(WeightFormat f) const override {
     return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
   }
@@ -33,9 +34,8 @@ class CpuBackend final : public Backend {
   Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps, Tensor& out) override;
   Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) override;
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
-  Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) override;
-  Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttnParams& params,
-                   Tensor& out) override;
+  Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
+  Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,

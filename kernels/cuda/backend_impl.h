@@ -110,7 +110,9 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] std::string_view name() const override { return "cuda"; }
   [[nodiscard]] Device device() const override { return Device::cuda; }
-  [[nodiscard]] DType kv_cache_dtype() const override { return DType::bf16; }
+  // Variants this backend runs: dense bf16 weights (f16/f32 converted at load), bf16 KV, causal and
+  // sliding-window attention.
+  [[nodiscard]] KvFormat kv_format() const override { return KvFormat::bf16; }
 
   // ---- memory (cuda_backend.cpp; weights: linear/weight_import.cpp) ----
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override;
@@ -136,11 +138,10 @@ class CudaBackend final : public Backend {
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   Status add_rmsnorm(Tensor& residual, const Tensor& delta, const Tensor& w, float eps, Tensor& out) override;
-  Status linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  Status linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y) override;
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
-  Status kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) override;
-  Status attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttnParams& params,
-                   Tensor& out) override;
+  Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
+  Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,

@@ -38,8 +38,10 @@ struct LinearWeight {
   LinearWeight(Tensor w);  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool empty() const { return values.empty(); }
+  // Bytes of every tensor of the weight (a tensor with no shape counts none).
   [[nodiscard]] uint64_t bytes() const {
-    return values.nbytes() + scales.nbytes() + zeros.nbytes() + g_idx.nbytes();
+    auto nb = [](const Tensor& t) -> uint64_t { return t.shape.empty() ? 0 : t.nbytes(); };
+    return nb(values) + nb(scales) + nb(zeros) + nb(g_idx);
   }
 };
 

@@ -34,13 +34,11 @@ Status SelfAttention::load(Backend& be, const WeightSource& src, const std::stri
   }
   // yarn multiplies cos and sin by its attention factor, so q.k carries its square.
   const double af = rope_attention_factor(c.rope());
-  params.scale = static_cast<float>(af * af / std::sqrt(static_cast<double>(hd)));
-  params.sliding_window = c.sliding_window;  // the decoder layer narrows it to its own layer
+  spec = AttnSpec::causal(static_cast<float>(af * af / std::sqrt(static_cast<double>(hd))));
   return ok_status();
 }
 
-Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_freq, Tensor& k_cache,
-                              Tensor& v_cache) const {
+Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_freq, KvCache& cache) const {
   const int64_t n = a.h.dim(0);
   Tensor q = a.q.reshape({n, int64_t{hq} * hd}), k = a.k.reshape({n, int64_t{hk} * hd}),
          v = a.v.reshape({n, int64_t{hk} * hd});
@@ -52,8 +50,8 @@ Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_fre
     SPK_TRY(be.rmsnorm(a.k, k_norm.w, k_norm.eps, a.k));
   }
   SPK_TRY(be.rope(a.q, a.k, inv_freq));
-  SPK_TRY(be.kv_write(a.k, a.v, k_cache, v_cache));
-  SPK_TRY(be.attention(a.q, k_cache, v_cache, params, a.attn));
+  SPK_TRY(be.kv_write(a.k, a.v, cache));
+  SPK_TRY(be.attention(a.q, cache, spec, a.attn));
   // The ops so far may start (no fusion spans the attention -> o_proj boundary).
   SPK_TRY(be.submit());
   return o_proj.forward(be, a.attn.reshape({n, int64_t{hq} * hd}), a.delta);
@@ -82,7 +80,8 @@ Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const
   SPK_TRY(post_attention_layernorm.load(be, src, p + ".post_attention_layernorm.weight", c.hidden_size,
                                         c.rms_norm_eps));
   SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
-  self_attn.params.sliding_window = c.layer_window(index);
+  self_attn.spec = AttnSpec::windowed(self_attn.spec.scale, c.layer_window(index));
+  SPK_TRY(require_support(be, self_attn.spec.kind, p + ".self_attn"));
   if (c.moe && c.moe->is_moe_layer(index)) {
     moe = std::make_shared<MoeMlp>();
     return moe->load(be, src, index, c, tp);

@@ -43,11 +43,11 @@ struct SelfAttention {
   RmsNorm q_norm, k_norm;  // Qwen3 only
   bool qk_norm = false;
   int hq = 0, hk = 0, hd = 0;  // this rank's query and KV heads
-  AttnParams params;
+  AttnSpec spec;               // causal, or sliding when the layer has a window
   Status load(Backend& be, const WeightSource& src, const std::string& prefix, const ModelConfig& c,
               const TpContext& tp);
   // a.h -> a.delta; writes this step's K/V into the layer's caches.
-  Status forward(Backend& be, Activations& a, const Tensor& inv_freq, Tensor& k_cache, Tensor& v_cache) const;
+  Status forward(Backend& be, Activations& a, const Tensor& inv_freq, KvCache& cache) const;
 };
 
 struct Mlp {

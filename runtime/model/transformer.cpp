@@ -74,11 +74,14 @@ uint64_t Transformer::decode_bytes(int batch) const {
   return b;
 }
 
-// layers x (K + V) x this rank's kv_heads x head_dim x element size of the backend's KV dtype (CPU f32,
-// CUDA bf16).
-uint64_t Transformer::kv_bytes_per_token() const {
-  return uint64_t{dtype_size(be_->kv_cache_dtype())} * 2 * cfg_.num_hidden_layers * tp_.plan.kv_heads.count *
-         cfg_.head_dim;
+KvSpec Transformer::kv_spec() const {
+  KvSpec s;
+  s.format = be_->kv_format();
+  s.block_size = block_size_ > 0 ? block_size_ : 16;
+  s.kv_heads = tp_.plan.kv_heads.count;
+  s.head_dim = cfg_.head_dim;
+  s.layers = cfg_.num_hidden_layers;
+  return s;
 }
 
 // Mirrors reserve(): resid, h, delta [H]; q, attn [hq, hd]; k, v [hk, hd]; gate, up, act [I]; the token id;
@@ -152,14 +155,16 @@ Status Transformer::allocate_kv(int num_blocks, int block_size) {
     return make_error("KV pool of " + std::to_string(num_blocks) + " blocks x " + std::to_string(block_size) +
                           " tokens is empty",
                       "pass a positive number of blocks and block size");
-  k_cache_.clear();
-  v_cache_.clear();
-  const std::vector<int64_t> shape = {num_blocks, block_size, tp_.plan.kv_heads.count, cfg_.head_dim};
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-    SPK_ASSIGN(Tensor k, be_->alloc(be_->kv_cache_dtype(), shape));
-    SPK_ASSIGN(Tensor v, be_->alloc(be_->kv_cache_dtype(), shape));
-    k_cache_.push_back(std::move(k));
-    v_cache_.push_back(std::move(v));
+  kv_.clear();
+  const KvSpec spec = kv_spec();
+  SPK_TRY(require_support(*be_, spec.format, "the KV cache"));
+  const std::vector<int64_t> shape = {num_blocks, block_size, spec.kv_heads, spec.head_dim};
+  const DType dt = kv_element_dtype(spec.format);
+  for (int l = 0; l < spec.layers; ++l) {
+    KvCache c;
+    SPK_ASSIGN(c.k, be_->alloc(dt, shape));
+    SPK_ASSIGN(c.v, be_->alloc(dt, shape));
+    kv_.push_back(std::move(c));
   }
   num_blocks_ = num_blocks;
   block_size_ = block_size;
@@ -336,7 +341,7 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
     } else {  // residual += previous MLP output; h = norm(residual)
       SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.input_layernorm.w, L.input_layernorm.eps, a.h));
     }
-    SPK_TRY(L.self_attn.forward(*be_, a, inv_freq_, k_cache_[l], v_cache_[l]));
+    SPK_TRY(L.self_attn.forward(*be_, a, inv_freq_, kv_[l]));
     SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.post_attention_layernorm.w, L.post_attention_layernorm.eps,
                              a.h));
     SPK_TRY(L.forward_mlp(*be_, a));

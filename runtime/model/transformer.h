@@ -23,7 +23,9 @@ class Transformer final : public Model {
   [[nodiscard]] const ModelConfig& config() const override { return cfg_; }
   [[nodiscard]] uint64_t weight_bytes() const override { return weight_bytes_; }
   [[nodiscard]] uint64_t decode_bytes(int batch) const override;
-  [[nodiscard]] uint64_t kv_bytes_per_token() const override;
+  [[nodiscard]] uint64_t kv_bytes_per_token() const override { return kv_spec().bytes_per_token(); }
+  // This rank's cache: the backend's KV format, this rank's KV heads (block size as allocated).
+  [[nodiscard]] KvSpec kv_spec() const;
   [[nodiscard]] uint64_t activation_bytes(const StepLimits& limits) const override;
   Status reserve_steps(const StepLimits& limits) override;
   // Only once reserve_steps has sized the buffers (a model never reserved keeps growing on demand).
@@ -60,7 +62,7 @@ class Transformer final : public Model {
   Tensor inv_freq_;
   RmsNorm final_norm_;
   std::vector<DecoderLayer> layers_;
-  std::vector<Tensor> k_cache_, v_cache_;
+  std::vector<KvCache> kv_;  // per layer
   int block_size_ = 0, num_blocks_ = 0;
   uint64_t weight_bytes_ = 0;
   // Activation storage sized for cap_tokens_ / cap_logits_ rows; each step takes [n] views.

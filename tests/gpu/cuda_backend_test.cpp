@@ -77,8 +77,9 @@ void run_ops(Backend& be, const Layer& L, const std::vector<uint16_t>& emb, cons
   ASSERT_OK(be.linear(h, K, nullptr, k2));
   ASSERT_OK(be.linear(h, V, nullptr, v2));
   ASSERT_OK(be.rope(q, k, invf));
-  ASSERT_OK(be.kv_write(k, v, kc, vc));
-  ASSERT_OK(be.attention(q, kc, vc, spk::AttnParams{1.0f / 4.0f, 0}, att));
+  spk::KvCache cache{kc, vc, {}, {}};
+  ASSERT_OK(be.kv_write(k, v, cache));
+  ASSERT_OK(be.attention(q, cache, spk::AttnSpec::causal(1.0f / 4.0f), att));
   Tensor att2 = att.reshape({n, L.hq * L.hd});
   ASSERT_OK(be.linear(att2, O, nullptr, delta));
   ASSERT_OK(be.add_rmsnorm(resid, delta, nw, 1e-6f, h));

@@ -26,7 +26,7 @@ class AttentionTest : public KernelTest {
     std::vector<int32_t> perm(total_blocks);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng_);
-    Tensor kc = zeros({total_blocks, bs, hk, hd}), vc = zeros({total_blocks, bs, hk, hd});
+    KvCache cache{zeros({total_blocks, bs, hk, hd}), zeros({total_blocks, bs, hk, hd}), {}, {}};
 
     std::vector<std::vector<float>> K, V;  // per sequence [ctx, hk, hd]
     StepMeta prev, cur;
@@ -62,7 +62,7 @@ class AttentionTest : public KernelTest {
           std::copy_n(V[s].begin() + p * hk * hd, hk * hd, v.begin() + row * hk * hd);
         }
       ASSERT_TRUE(be_->begin_step(m).ok());
-      auto st = be_->kv_write(f32(k, {n, hk, hd}), f32(v, {n, hk, hd}), kc, vc);
+      auto st = be_->kv_write(f32(k, {n, hk, hd}), f32(v, {n, hk, hd}), cache);
       ASSERT_TRUE(st.ok()) << st.error().what();
     };
     write(prev, false);
@@ -71,7 +71,7 @@ class AttentionTest : public KernelTest {
     auto q = randn(n * hq * hd);
     Tensor qt = f32(q, {n, hq, hd}), out = zeros({n, hq, hd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    auto st = be_->attention(qt, kc, vc, {.scale = scale, .sliding_window = window}, out);
+    auto st = be_->attention(qt, cache, AttnSpec::windowed(scale, window), out);
     ASSERT_TRUE(st.ok()) << st.error().what();
     auto got = host(out);
 
@@ -120,8 +120,9 @@ TEST_F(AttentionTest, RefusesBlockOutsidePool) {
   m.seqs = {{0, 1, 1, 0}};
   m.block_tables = {9};
   ASSERT_TRUE(be_->begin_step(m).ok());
-  Tensor kc = zeros({2, 4, 1, 8}), vc = zeros({2, 4, 1, 8}), q = zeros({1, 1, 8}), out = zeros({1, 1, 8});
-  auto st = be_->attention(q, kc, vc, {.scale = 1.0f}, out);
+  KvCache cache{zeros({2, 4, 1, 8}), zeros({2, 4, 1, 8}), {}, {}};
+  Tensor q = zeros({1, 1, 8}), out = zeros({1, 1, 8});
+  auto st = be_->attention(q, cache, AttnSpec::causal(1.0f), out);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("block id 9"), std::string::npos) << st.error().what();
 }

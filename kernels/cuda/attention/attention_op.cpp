@@ -4,8 +4,9 @@
 
 namespace spk::cuda {
 
-Status CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                              const AttnParams& params, Tensor& out) {
+Status CudaBackend::attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) {
+  const Tensor& k_cache = cache.k;
+  const Tensor& v_cache = cache.v;
   if (q.rank() != 3 || q.dim(0) != n_tokens_ || k_cache.rank() != 4 || k_cache.dtype != DType::bf16 ||
       k_cache.dim(1) != block_size_ || k_cache.dim(3) != q.dim(2) || out.numel() != q.numel())
     return op_error("attention",
@@ -18,8 +19,8 @@ Status CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tens
   const int32_t* pos = positions_;
   const int32_t* tab = tables_;
   const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k_cache.dim(2)),
-            d = static_cast<int>(q.dim(2)), bs = block_size_, win = params.sliding_window;
-  const float scale = params.scale;
+            d = static_cast<int>(q.dim(2)), bs = block_size_, win = spec.window();
+  const float scale = spec.scale;
   uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, 4);
   const AttnLaunch launch = attention_launch(attn_knobs(), n, max_q_len_, hq, hk, d);

@@ -1,14 +1,14 @@
 // The CUDA backend's remembered fusion state: what the last queued op was, so that the next op may fold
-// into it (a new op or a flush forgets it). Each rule has its own off-switch (SPARKCTL_*_FUSE, GEMV_GROUP,
-// STAGING_REUSE, ATTN_ROPE_FUSE); the rules themselves are in the op that absorbs:
-//   gemv grouping (q/k/v, gate/up on one x) ........ linear/linear_op.cpp    SPARKCTL_GEMV_GROUP
-//   rmsnorm into the next GEMV ...................... linear/linear_op.cpp    SPARKCTL_NORM_FUSE
-//   residual add into the previous GEMV ............. elementwise/elementwise_op.cpp (norm)
-//   SPARKCTL_NORM_FUSE silu_mul into the gate/up GEMV .................. elementwise/elementwise_op.cpp
-//   SPARKCTL_SWIGLU_FUSE rope + kv_write ................................. kv/kv_op.cpp SPARKCTL_ROPE_FUSE
-//   rope + cache write into decode attention ........ attention/attention_op.cpp   SPARKCTL_ATTN_ROPE_FUSE
-//   lm_head GEMV argmax for the sampler ............. sample/sample_op.cpp   SPARKCTL_ARGMAX_FUSE
-//   GEMM bf16 staging reuse ......................... linear/linear_op.cpp    SPARKCTL_STAGING_REUSE
+// into it (a new op or a flush forgets it). Each rule has its own off-switch (kernels/knobs.h) and a case
+// in tests/gpu/fusion_test.cpp (fused == unfused); the rules themselves are in the op that absorbs:
+//   gemv grouping (q/k/v, gate/up on one x)   linear/linear_op.cpp            SPARKCTL_GEMV_GROUP
+//   rmsnorm into the next GEMV                linear/linear_op.cpp            SPARKCTL_NORM_FUSE
+//   residual add into the previous GEMV       elementwise/elementwise_op.cpp  SPARKCTL_NORM_FUSE
+//   silu_mul into the gate/up GEMV            elementwise/elementwise_op.cpp  SPARKCTL_SWIGLU_FUSE
+//   rope + kv_write                           kv/kv_op.cpp                    SPARKCTL_ROPE_FUSE
+//   rope + cache write into decode attention  attention/attention_op.cpp      SPARKCTL_ATTN_ROPE_FUSE
+//   lm_head GEMV argmax for the sampler       sample/sample_op.cpp            SPARKCTL_ARGMAX_FUSE
+//   GEMM bf16 staging reuse                   linear/linear_op.cpp            SPARKCTL_STAGING_REUSE
 #pragma once
 
 #include <array>

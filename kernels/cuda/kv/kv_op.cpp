@@ -21,7 +21,9 @@ Status CudaBackend::rope(Tensor& q, Tensor& k, const Tensor& inv_freq) {
   return ok_status();
 }
 
-Status CudaBackend::kv_write(const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache) {
+Status CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvCache& cache) {
+  Tensor& k_cache = cache.k;
+  Tensor& v_cache = cache.v;
   if (k_cache.dtype != DType::bf16 || v_cache.dtype != DType::bf16 || k.rank() != 3 ||
       k.dim(0) != n_tokens_ || k_cache.rank() != 4 || k_cache.dim(2) != k.dim(1) ||
       k_cache.dim(3) != k.dim(2))

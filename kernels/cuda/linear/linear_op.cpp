@@ -5,7 +5,12 @@
 
 namespace spk::cuda {
 
-Status CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+Status CudaBackend::linear(const Tensor& x, const LinearWeight& lw, const Tensor* bias, Tensor& y) {
+  // The weight-format chooser: dense bf16 is the only row yet (supports() refuses the rest at load).
+  if (lw.format != WeightFormat::dense)
+    return make_error("cuda linear: weight " + describe(lw) + " is in a format this backend does not run",
+                      "this is a caller bug: load checks Backend::supports() first");
+  const Tensor& w = lw.values;
   if (w.rank() != 2 || w.dtype != DType::bf16)
     return make_error("cuda linear: weight " + describe(w) + " is not bf16",
                       "the CUDA backend runs bf16 checkpoints (synthesize with --dtype bf16)");
