@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   setup_dev(app, ctx);
   setup_dev_bench_model(app, ctx);
   setup_dev_knobs(app, ctx);
+  setup_dev_quantize(app, ctx);
   setup_generate(app, ctx);
   setup_fabric(app, ctx);
   setup_node(app, ctx);

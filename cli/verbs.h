@@ -11,6 +11,7 @@ void setup_plan(CLI::App& app, Context& ctx);
 void setup_dev(CLI::App& app, Context& ctx);
 void setup_dev_bench_model(CLI::App& app, Context& ctx);  // after setup_dev: adds `dev bench-model`
 void setup_dev_knobs(CLI::App& app, Context& ctx);        // after setup_dev: adds `dev knobs`
+void setup_dev_quantize(CLI::App& app, Context& ctx);     // after setup_dev: adds `dev quantize`
 void setup_generate(CLI::App& app, Context& ctx);
 void setup_fabric(CLI::App& app, Context& ctx);
 void setup_node(CLI::App& app, Context& ctx);

@@ -73,9 +73,11 @@ MemoryCounters CpuBackend::memory_counters() const {
 
 Result<Tensor> CpuBackend::import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
                                          std::shared_ptr<void> keepalive, DType want) {
-  if (!is_float(src_dtype))
-    return make_error("import_weight: dtype " + std::string(dtype_name(src_dtype)) + " is not a float type",
-                      "the checkpoint must hold F32, BF16 or F16 weights");
+  // I32: packed quantized weights (GPTQ qweight/qzeros/g_idx), referenced as they are.
+  if (!is_float(src_dtype) && !(src_dtype == DType::i32 && want == DType::i32))
+    return make_error(
+        "import_weight: dtype " + std::string(dtype_name(src_dtype)) + " is not a float type",
+        "the checkpoint must hold F32, BF16 or F16 weights (I32 only as packed quantized weights)");
   if (want == src_dtype) {  // reference the (mmapped) bytes in place
     Tensor t;
     t.data = const_cast<void*>(host);

@@ -17,6 +17,10 @@ class CpuBackend final : public Backend {
 
   [[nodiscard]] std::string_view name() const override { return "cpu"; }
   [[nodiscard]] Device device() const override { return Device::cpu; }
+  using Backend::supports;
+  [[nodiscard]] bool supports(WeightFormat f) const override {
+    return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
+  }
 
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override;
   Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,

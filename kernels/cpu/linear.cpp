@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/formats/gptq_int4.h"
 
 // The 8-lane helpers are internal inline functions: the AVX-argument ABI note does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -122,6 +123,8 @@ Status CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* 
   switch (w.format) {
     case WeightFormat::dense:
       return linear_dense(pool_, x, w.values, bias, y);
+    case WeightFormat::gptq_int4:
+      return gptq_int4_linear(x, w, bias, y, pool_);
     default:
       break;
   }

@@ -20,12 +20,13 @@ Status SelfAttention::load(Backend& be, const WeightSource& src, const std::stri
   const ShardRange qr{tp.plan.q_heads.begin * hd, hq * hd}, kvr{tp.plan.kv_heads.begin * hd, hk * hd};
   // HF: q/k/v carry a bias when attention_bias (Qwen2: always); o_proj too for Llama and Qwen3.
   const bool qkv_bias = c.attention_bias;
+  const QuantConfig* q = c.quant ? &*c.quant : nullptr;
   const bool o_bias =
       c.attention_bias && (c.arch == Arch::llama || c.arch == Arch::qwen3 || c.arch == Arch::qwen3_moe);
-  SPK_TRY(q_proj.load(be, src, p + ".q_proj", HQ, H, qr, qkv_bias));
-  SPK_TRY(k_proj.load(be, src, p + ".k_proj", HK, H, kvr, qkv_bias));
-  SPK_TRY(v_proj.load(be, src, p + ".v_proj", HK, H, kvr, qkv_bias));
-  SPK_TRY(o_proj.load(be, src, p + ".o_proj", H, HQ, qr, o_bias, *tp.comm));
+  SPK_TRY(q_proj.load(be, src, p + ".q_proj", HQ, H, qr, qkv_bias, q));
+  SPK_TRY(k_proj.load(be, src, p + ".k_proj", HK, H, kvr, qkv_bias, q));
+  SPK_TRY(v_proj.load(be, src, p + ".v_proj", HK, H, kvr, qkv_bias, q));
+  SPK_TRY(o_proj.load(be, src, p + ".o_proj", H, HQ, qr, o_bias, *tp.comm, q));
   qk_norm = c.qk_norm;
   if (qk_norm) {
     SPK_TRY(q_norm.load(be, src, p + ".q_norm.weight", hd, c.rms_norm_eps));
@@ -59,9 +60,10 @@ Status SelfAttention::forward(Backend& be, Activations& a, const Tensor& inv_fre
 Status Mlp::load(Backend& be, const WeightSource& src, const std::string& p, const ModelConfig& c,
                  const TpContext& tp) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, tp.plan.mlp, c.mlp_bias));
-  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, tp.plan.mlp, c.mlp_bias));
-  return down_proj.load(be, src, p + ".down_proj", H, I, tp.plan.mlp, c.mlp_bias, *tp.comm);
+  const QuantConfig* q = c.quant ? &*c.quant : nullptr;
+  SPK_TRY(gate_proj.load(be, src, p + ".gate_proj", I, H, tp.plan.mlp, c.mlp_bias, q));
+  SPK_TRY(up_proj.load(be, src, p + ".up_proj", I, H, tp.plan.mlp, c.mlp_bias, q));
+  return down_proj.load(be, src, p + ".down_proj", H, I, tp.plan.mlp, c.mlp_bias, *tp.comm, q);
 }
 
 Status Mlp::forward(Backend& be, Activations& a) const {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/model/linear_gptq.h"
+
 namespace spk::rt {
 namespace {
 
@@ -40,8 +42,13 @@ Result<Tensor> load_weight(Backend& be, const WeightSource& src, const std::stri
 }
 
 Status Linear::load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
-                    bool with_bias) {
-  SPK_ASSIGN(w, load_weight(be, src, prefix + ".weight", {out, in}, false));
+                    bool with_bias, const QuantConfig* quant) {
+  const ShardRange all_out{0, static_cast<int>(out)}, all_in{0, static_cast<int>(in)};
+  if (quant && quant->quantizes(prefix)) {
+    SPK_ASSIGN(w, load_gptq_linear(be, src, *quant, prefix, out, in, all_out, all_in));
+  } else {
+    SPK_ASSIGN(w, load_weight(be, src, prefix + ".weight", {out, in}, false));
+  }
   if (with_bias) {
     SPK_ASSIGN(bias, load_weight(be, src, prefix + ".bias", {out}, true));
   }
@@ -87,8 +94,13 @@ Result<Tensor> load_weight_cols(Backend& be, const WeightSource& src, const std:
 }
 
 Status ColumnParallelLinear::load(Backend& be, const WeightSource& src, const std::string& prefix,
-                                  int64_t out, int64_t in, ShardRange rows, bool with_bias) {
-  SPK_ASSIGN(w, load_weight_rows(be, src, prefix + ".weight", {out, in}, rows, false));
+                                  int64_t out, int64_t in, ShardRange rows, bool with_bias,
+                                  const QuantConfig* quant) {
+  if (quant && quant->quantizes(prefix)) {
+    SPK_ASSIGN(w, load_gptq_linear(be, src, *quant, prefix, out, in, rows, {0, static_cast<int>(in)}));
+  } else {
+    SPK_ASSIGN(w, load_weight_rows(be, src, prefix + ".weight", {out, in}, rows, false));
+  }
   if (with_bias) {
     SPK_ASSIGN(bias, load_weight_rows(be, src, prefix + ".bias", {out}, rows, true));
   }
@@ -96,9 +108,14 @@ Status ColumnParallelLinear::load(Backend& be, const WeightSource& src, const st
 }
 
 Status RowParallelLinear::load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out,
-                               int64_t in, ShardRange cols, bool with_bias, dist::Communicator& c) {
+                               int64_t in, ShardRange cols, bool with_bias, dist::Communicator& c,
+                               const QuantConfig* quant) {
   comm = &c;
-  SPK_ASSIGN(local.w, load_weight_cols(be, src, prefix + ".weight", {out, in}, cols, false));
+  if (quant && quant->quantizes(prefix)) {
+    SPK_ASSIGN(local.w, load_gptq_linear(be, src, *quant, prefix, out, in, {0, static_cast<int>(out)}, cols));
+  } else {
+    SPK_ASSIGN(local.w, load_weight_cols(be, src, prefix + ".weight", {out, in}, cols, false));
+  }
   if (with_bias && c.rank() == 0) {
     SPK_ASSIGN(local.bias, load_weight(be, src, prefix + ".bias", {out}, true));
   }

@@ -13,6 +13,7 @@
 
 #include "kernels/backend.h"
 #include "runtime/dist/communicator.h"
+#include "runtime/model/quant_config.h"
 #include "runtime/model/tp_shard.h"
 #include "runtime/model/weight_source.h"
 
@@ -26,8 +27,9 @@ Result<Tensor> load_weight(Backend& be, const WeightSource& src, const std::stri
 struct Linear {
   LinearWeight w;  // [out, in]: dense in the checkpoint dtype, or a quantized format
   Tensor bias;     // [out] f32, empty when none
+  // `quant`: the model's quantization (nullptr = dense); a module it quantizes loads <prefix>.qweight...
   Status load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
-              bool with_bias);
+              bool with_bias, const QuantConfig* quant = nullptr);
   Status forward(Backend& be, const Tensor& x, Tensor& y) const {
     return be.linear(x, w, bias.empty() ? nullptr : &bias, y);
   }
@@ -45,14 +47,14 @@ Result<Tensor> load_weight_cols(Backend& be, const WeightSource& src, const std:
 
 struct ColumnParallelLinear : Linear {
   Status load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
-              ShardRange rows, bool with_bias);
+              ShardRange rows, bool with_bias, const QuantConfig* quant = nullptr);
 };
 
 struct RowParallelLinear {
   Linear local;  // w [out, cols.count]; bias only on rank 0
   dist::Communicator* comm = nullptr;
   Status load(Backend& be, const WeightSource& src, const std::string& prefix, int64_t out, int64_t in,
-              ShardRange cols, bool with_bias, dist::Communicator& c);
+              ShardRange cols, bool with_bias, dist::Communicator& c, const QuantConfig* quant = nullptr);
   // x [n, cols.count] -> y [n, out], summed over ranks.
   Status forward(Backend& be, const Tensor& x, Tensor& y) const;
   [[nodiscard]] uint64_t bytes() const { return local.bytes(); }

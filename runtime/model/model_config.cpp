@@ -267,6 +267,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
     SPK_ASSIGN(c.moe, parse_moe_config(r.j, path, family_arch, c.num_hidden_layers));
     const ConfigReader& ids = r.present("eos_token_id") || r.present("bos_token_id") ? r : top;
     SPK_TRY(parse_token_ids(ids, c));
+    SPK_ASSIGN(c.quant, find_quant_config(j, path, ""));
   } catch (const json::exception& e) {  // a typed read above that the checks missed: never abort
     return make_error(path + ": unexpected value: " + e.what(),
                       "fix config.json or regenerate the checkpoint");
@@ -277,7 +278,11 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
 Result<ModelConfig> load_model_config(const std::string& model_dir) {
   const std::string path = model_dir + "/config.json";
   SPK_ASSIGN(std::string text, read_file(path));
-  return parse_model_config(text, path);
+  SPK_ASSIGN(ModelConfig c, parse_model_config(text, path));
+  if (!c.quant) {
+    SPK_ASSIGN(c.quant, find_quant_config(nlohmann::json::object(), path, model_dir));
+  }
+  return c;
 }
 
 }  // namespace spk::rt

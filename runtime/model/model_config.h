@@ -9,6 +9,7 @@
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
 #include "runtime/model/moe_config.h"
+#include "runtime/model/quant_config.h"
 #include "runtime/model/rope_config.h"
 
 namespace spk::rt {
@@ -44,7 +45,8 @@ struct ModelConfig {
   DType torch_dtype = DType::bf16;
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
-  std::optional<MoeConfig> moe;  // mixture-of-experts facts (moe_config.h); nullopt for dense models
+  std::optional<MoeConfig> moe;      // mixture-of-experts facts (moe_config.h); nullopt for dense models
+  std::optional<QuantConfig> quant;  // quantized weights (quant_config.h); nullopt when unquantized
 
   [[nodiscard]] RopeConfig rope() const { return {rope_theta, rope_scaling}; }
   // 0 = full attention for layer i.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/model/linear_gptq.h"
+
 namespace spk::rt {
 
 namespace {
@@ -62,9 +64,19 @@ Result<Tensor> import_block(Backend& be, const WeightSource& src, const HostWeig
 // One SiLU-GLU expert stored as three 2-D tensors gate/up [I, H], down [H, I]; this rank's slice `s`.
 Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const std::string& gate,
                                      const std::string& up, const std::string& down, int64_t H, int64_t I,
-                                     ShardRange s, const std::string& missing) {
+                                     ShardRange s, const std::string& missing, const QuantConfig* q) {
   ExpertWeights e;
   const ShardRange all_h{0, static_cast<int>(H)};
+  // GPTQ experts: moe_ffn takes dense experts, so the CPU reference holds them dequantized (fp32).
+  const auto module = [](const std::string& n) {
+    return n.substr(0, n.size() - std::string(".weight").size());
+  };
+  if (q && q->quantizes(module(gate))) {
+    SPK_ASSIGN(e.gate, load_gptq_dequantized(be, src, *q, module(gate), I, H, s, all_h));
+    SPK_ASSIGN(e.up, load_gptq_dequantized(be, src, *q, module(up), I, H, s, all_h));
+    SPK_ASSIGN(e.down, load_gptq_dequantized(be, src, *q, module(down), H, I, all_h, s));
+    return e;
+  }
   SPK_ASSIGN(HostWeight g, get_shaped(src, gate, {I, H}, missing));
   SPK_ASSIGN(HostWeight u, get_shaped(src, up, {I, H}, missing));
   SPK_ASSIGN(HostWeight d, get_shaped(src, down, {H, I}, missing));
@@ -121,6 +133,10 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
   const ShardRange s = tp.plan.moe_mlp, all_h{0, static_cast<int>(H)};
   experts.clear();
   experts.reserve(E + (shared ? 1 : 0));
+  const QuantConfig* q = c.quant ? &*c.quant : nullptr;
+  if (is_fused && q)
+    return disagree("tensor '" + fused + "' holds fused experts, but " + q->path + " says the model is " +
+                    q->describe() + ": quantized fused experts are not built yet (see issue 22)");
   if (is_fused) {
     SPK_ASSIGN(HostWeight gu, get_shaped(src, fused, {E, 2 * I, H}, count_key));
     SPK_ASSIGN(HostWeight dn, get_shaped(src, L + "mlp.experts.down_proj", {E, H, I}, count_key));
@@ -142,7 +158,7 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
                       " (experts 0.." + std::to_string(E - 1) + ")");
     for (int64_t e = 0; e < E; ++e) {
       SPK_ASSIGN(ExpertWeights x, load_expert_2d(be, src, name(e, 0), name(e, 1), name(e, 2), H, I, s,
-                                                 "config.json says " + count_key));
+                                                 "config.json says " + count_key, q));
       experts.push_back(std::move(x));
     }
   }
@@ -151,7 +167,7 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
     SPK_ASSIGN(ExpertWeights x,
                load_expert_2d(be, src, p + "gate_proj.weight", p + "up_proj.weight", p + "down_proj.weight",
                               H, m.shared_expert_intermediate_size, tp.plan.shared_mlp,
-                              "config.json gives shared_expert_intermediate_size"));
+                              "config.json gives shared_expert_intermediate_size", q));
     experts.push_back(std::move(x));
   }
   spec = router.spec();
