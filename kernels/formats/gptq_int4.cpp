@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
+#include <thread>
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
@@ -161,6 +163,18 @@ Status gptq_int4_linear(const Tensor& x, const LinearWeight& w, const Tensor* bi
   return ok_status();
 }
 
+namespace {
+// fn(begin, end) over [0, n) in contiguous chunks, one per hardware thread.
+void parallel_rows(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t t = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
+  if (n < 64 || t == 1) return fn(0, n);
+  std::vector<std::thread> ts;
+  const int64_t chunk = (n + t - 1) / t;
+  for (int64_t b = 0; b < n; b += chunk) ts.emplace_back(fn, b, std::min(n, b + chunk));
+  for (auto& th : ts) th.join();
+}
+}  // namespace
+
 GptqTensors gptq_quantize_rtn(const float* w, int64_t out, int64_t in, int group_size, bool sym,
                               bool act_order_perm) {
   GptqTensors t;
@@ -182,33 +196,39 @@ GptqTensors gptq_quantize_rtn(const float* w, int64_t out, int64_t in, int group
   std::vector<uint8_t> q(static_cast<size_t>(out * in));
   std::vector<uint8_t> zero(static_cast<size_t>(groups * out));
   t.scales.assign(static_cast<size_t>(groups * out), 0);
-  for (int64_t o = 0; o < out; ++o) {
-    const float* row = w + o * in;
-    for (int64_t g = 0; g < groups; ++g) {
-      float lo = 0.0f, hi = 0.0f;  // GPTQ's grid always holds 0
-      for (int64_t k = g * gs; k < std::min(in, (g + 1) * gs); ++k)
-        lo = std::min(lo, row[perm[k]]), hi = std::max(hi, row[perm[k]]);
-      if (sym) hi = std::max(std::fabs(lo), hi), lo = -hi;
-      if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
-      uint16_t sh = f32_to_f16((hi - lo) / 15.0f);
-      if (f16_to_f32(sh) == 0.0f) sh = f32_to_f16(6.1e-5f);  // below f16's smallest normal
-      const float s = f16_to_f32(sh);
-      const int z = sym ? 8 : std::clamp(static_cast<int>(std::nearbyint(-lo / s)), 1, 15);
-      t.scales[g * out + o] = sh;
-      zero[g * out + o] = static_cast<uint8_t>(z);
-      for (int64_t k = g * gs; k < std::min(in, (g + 1) * gs); ++k) {
-        const int64_t c = perm[k];
-        const int v = static_cast<int>(std::nearbyint(row[c] / s)) + z;
-        q[o * in + c] = static_cast<uint8_t>(std::clamp(v, 0, 15));
+  // Rows are independent: split them over the machine's threads (an 8B checkpoint is ~7 G weights).
+  parallel_rows(out, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const float* row = w + o * in;
+      for (int64_t g = 0; g < groups; ++g) {
+        float lo = 0.0f, hi = 0.0f;  // GPTQ's grid always holds 0
+        for (int64_t k = g * gs; k < std::min(in, (g + 1) * gs); ++k)
+          lo = std::min(lo, row[perm[k]]), hi = std::max(hi, row[perm[k]]);
+        if (sym) hi = std::max(std::fabs(lo), hi), lo = -hi;
+        if (lo == 0.0f && hi == 0.0f) lo = -1.0f, hi = 1.0f;
+        uint16_t sh = f32_to_f16((hi - lo) / 15.0f);
+        if (f16_to_f32(sh) == 0.0f) sh = f32_to_f16(6.1e-5f);  // below f16's smallest normal
+        const float s = f16_to_f32(sh);
+        const int z = sym ? 8 : std::clamp(static_cast<int>(std::nearbyint(-lo / s)), 1, 15);
+        t.scales[g * out + o] = sh;
+        zero[g * out + o] = static_cast<uint8_t>(z);
+        for (int64_t k = g * gs; k < std::min(in, (g + 1) * gs); ++k) {
+          const int64_t c = perm[k];
+          const int v = static_cast<int>(std::nearbyint(row[c] / s)) + z;
+          q[o * in + c] = static_cast<uint8_t>(std::clamp(v, 0, 15));
+        }
       }
     }
-  }
+  });
   t.qweight.assign(static_cast<size_t>(in / 8 * out), 0);
-  for (int64_t c = 0; c < in; ++c)
-    for (int64_t o = 0; o < out; ++o) {
-      auto& word = reinterpret_cast<uint32_t&>(t.qweight[(c / 8) * out + o]);
-      word |= static_cast<uint32_t>(q[o * in + c]) << (4 * (c % 8));
-    }
+  parallel_rows(in / 8, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t o = 0; o < out; ++o) {
+        uint32_t word = 0;
+        for (int j = 0; j < 8; ++j) word |= static_cast<uint32_t>(q[o * in + 8 * i + j]) << (4 * j);
+        t.qweight[i * out + o] = static_cast<int32_t>(word);
+      }
+  });
   t.qzeros.assign(static_cast<size_t>(groups * (out / 8)), 0);
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t o = 0; o < out; ++o) {
