@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,11 +50,19 @@ struct Case {
   Run run;
 };
 
+// Host bytes travel with the tensor (keepalive): the CPU backend references them in place.
 Result<Tensor> f32(Backend& be, const std::vector<float>& v, std::vector<int64_t> shape) {
-  return be.import_weight(v.data(), DType::f32, std::move(shape), nullptr, DType::f32);
+  auto keep = std::make_shared<std::vector<float>>(v);
+  return be.import_weight(keep->data(), DType::f32, std::move(shape), keep, DType::f32);
 }
 Result<Tensor> bf16w(Backend& be, const std::vector<uint16_t>& v, std::vector<int64_t> shape) {
-  return be.import_weight(v.data(), DType::bf16, std::move(shape), nullptr, be.weight_dtype(DType::bf16));
+  auto keep = std::make_shared<std::vector<uint16_t>>(v);
+  return be.import_weight(keep->data(), DType::bf16, std::move(shape), keep, be.weight_dtype(DType::bf16));
+}
+template <class T>
+Result<Tensor> raw(Backend& be, const std::vector<T>& v, DType dt, std::vector<int64_t> shape) {
+  auto keep = std::make_shared<std::vector<T>>(v);
+  return be.import_weight(keep->data(), dt, std::move(shape), keep, dt);
 }
 Status down(Backend& be, const Tensor& t, std::vector<float>& out) {
   out.assign(size_t(t.numel()), NAN);
@@ -148,12 +157,12 @@ std::vector<Case> gptq_cases() {
           w.format = spk::WeightFormat::gptq_int4;
           w.out = N, w.in = K, w.group_size = sh.group;
           SPK_TRY(spk::require_support(be, w.format, "the test's gptq weight"));
-          TRY_T(qwt, be.import_weight(qw.data(), DType::i32, {K / 8, N}, nullptr, DType::i32));
-          TRY_T(qzt, be.import_weight(qz.data(), DType::i32, {G, N / 8}, nullptr, DType::i32));
-          TRY_T(sct, be.import_weight(sc.data(), DType::f16, {G, N}, nullptr, DType::f16));
+          TRY_T(qwt, raw(be, qw, DType::i32, {K / 8, N}));
+          TRY_T(qzt, raw(be, qz, DType::i32, {G, N / 8}));
+          TRY_T(sct, raw(be, sc, DType::f16, {G, N}));
           w.values = qwt, w.zeros = qzt, w.scales = sct;
           if (act_order) {
-            TRY_T(git, be.import_weight(gi.data(), DType::i32, {K}, nullptr, DType::i32));
+            TRY_T(git, raw(be, gi, DType::i32, {K}));
             w.g_idx = git;
           }
           TRY_T(x, f32(be, in.floats(size_t(m) * K), {m, K}));
