@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tests/serve/fakes.h"
+#include "tests/serve/live_server.h"
 
 namespace spk::rt {
 namespace {
@@ -29,36 +29,19 @@ const char* kKey = "test-key-123";
 class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());  // 4096 tokens
-    EngineConfig ec;
-    ec.sched = {64, 256};
-    ec.max_model_len = 512;
-    ec.eos_ids = {testing::ByteTokenizer::kEos};
-    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
-    metrics_.set_gauge_source([this] { return engine_->gauges(); });
-    engine_->start();
     HttpConfig hc;
-    hc.port = 0;
     hc.served_model_name = "tiny";
     hc.api_key = kKey;
     hc.max_body_bytes = 64 * 1024;
     hc.max_n = 4;
     hc.keepalive_ms = 200;
     tune(hc);
-    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           chat_config(), metrics_);
-    ASSERT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  void TearDown() override {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    engine_->stop();
+    live_.start(hc, testing::LiveServer::engine_config(), chat_config());
   }
   virtual void tune(HttpConfig&) {}
   virtual ChatConfig chat_config() { return testing::line_chat_config(); }
   httplib::Client client(const std::string& key = kKey) {
-    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Client c("127.0.0.1", live_.server->port());
     c.set_read_timeout(30, 0);
     if (!key.empty()) c.set_bearer_token_auth(key.c_str());
     return c;
@@ -79,11 +62,7 @@ class ServerFixture : public ::testing::Test {
     EXPECT_EQ(r->status, 200);
   }
 
-  testing::HashModel model_{1};  // 1 ms per step: streams interleave like on a real device
-  Metrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  testing::LiveServer live_{1};  // 1 ms per step: streams interleave like on a real device
 };
 
 TEST_F(ServerFixture, AuthOnEveryRouteButHealth) {
@@ -230,27 +209,27 @@ TEST_F(ServerFixture, NonStreamingClientDisconnectFreesTheSequence) {
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_port = htons(static_cast<uint16_t>(live_.server->port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
   bool running = false;
   for (int i = 0; i < 200 && !running; ++i) {
-    running = engine_->gauges().running > 0;
+    running = live_.engine->gauges().running > 0;
     if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ASSERT_TRUE(running);
-  const int steps_at_close = model_.steps.load();
+  const int steps_at_close = live_.model.steps.load();
   ::close(fd);
   bool freed = false;
   for (int i = 0; i < 300 && !freed; ++i) {
-    auto g = engine_->gauges();
+    auto g = live_.engine->gauges();
     freed = g.running == 0 && g.kv_usage == 0.0;
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_TRUE(freed) << "the sequence kept running after its client left";
   // Freed early: far fewer than the 400 steps the request asked for ran after the hang-up.
-  EXPECT_LT(model_.steps.load() - steps_at_close, 300);
+  EXPECT_LT(live_.model.steps.load() - steps_at_close, 300);
   // The server still answers the next request.
   auto r = client().Post("/v1/completions", R"({"model":"tiny","prompt":"hi","max_tokens":3})",
                          "application/json");
@@ -269,7 +248,7 @@ TEST_F(ServerFixture, ClientDisconnectFreesTheSequence) {
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_port = htons(static_cast<uint16_t>(live_.server->port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
@@ -280,11 +259,11 @@ TEST_F(ServerFixture, ClientDisconnectFreesTheSequence) {
     ASSERT_GT(n, 0);
     seen += static_cast<size_t>(n);
   }
-  EXPECT_GT(engine_->gauges().running, 0);  // still generating
+  EXPECT_GT(live_.engine->gauges().running, 0);  // still generating
   ::close(fd);
   bool freed = false;
   for (int i = 0; i < 300 && !freed; ++i) {
-    auto g = engine_->gauges();
+    auto g = live_.engine->gauges();
     freed = g.running == 0 && g.kv_usage == 0.0;
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -302,13 +281,13 @@ TEST_F(ServerFixture, ClientDisconnectFreesTheSequence) {
         "vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:inter_token_latency_seconds_count",
         "vllm:e2e_request_latency_seconds_sum"})
     EXPECT_NE(m->body.find(std::string(name) + "{model_name=\"tiny\""), std::string::npos) << name;
-  EXPECT_LT(engine_->gauges().preemptions + model_.steps.load(), 100000u);
+  EXPECT_LT(live_.engine->gauges().preemptions + live_.model.steps.load(), 100000u);
 }
 
 // The official openai npm client against the live server (scripts/npm/node_modules/openai).
 TEST_F(ServerFixture, OfficialOpenAiClient) {
   std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/openai_client.cjs " +
-                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + "/v1 " +
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(live_.server->port()) + "/v1 " +
                     kKey + " tiny 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_TRUE(p);
@@ -509,7 +488,7 @@ TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
       {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n", 408, 1.5},
   };
   for (const auto& c : cases) {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     ASSERT_GE(r.fd, 0);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(r.send_all(c.request));
@@ -530,7 +509,7 @@ TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
   }
   // A chunked body within the cap is decoded and served; Expect: 100-continue with its body works.
   {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
                       "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     for (size_t i = 0; i < chat.size(); i += 7) {
@@ -546,7 +525,7 @@ TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
     EXPECT_EQ(body_of(resp)["usage"]["completion_tokens"], 1) << resp;
   }
   {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     ASSERT_TRUE(r.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
                            "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
                            std::to_string(chat.size()) + "\r\n\r\n"));
@@ -557,7 +536,7 @@ TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
   }
   // Keep-alive: two requests on one connection, the second pipelined behind the first.
   {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     const std::string one = "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n";
     const std::string two = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth +
                             "Connection: close\r\nContent-Length: " + std::to_string(chat.size()) +
@@ -576,7 +555,7 @@ TEST_F(FrontFixture, MalformedRequestsAreAnsweredAtOnceOrAfterAShortTimeout) {
 TEST_F(FrontFixture, OversizedHeadsAndChunkedBodiesAreRefusedBeforeBeingReadInFull) {
   const std::string auth = std::string("Authorization: Bearer ") + kKey + "\r\n";
   auto flood = [&](const std::string& start, const std::string& unit, int expect_status) {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     ASSERT_GE(r.fd, 0);
     ASSERT_TRUE(r.send_all(start));
     size_t sent = start.size();
@@ -606,21 +585,21 @@ TEST_F(FrontFixture, OversizedHeadsAndChunkedBodiesAreRefusedBeforeBeingReadInFu
         413);
   // The answers themselves, on a connection that stops sending at the cap.
   {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     r.send_all("GET /v1/models HTTP/1.1\r\nHost: x\r\n" + lines);
     const std::string resp = r.read_all();
     EXPECT_EQ(status_of(resp), 431) << resp;
     EXPECT_TRUE(body_of(resp).contains("error")) << resp;
   }
   {
-    Raw r(server_->port());
+    Raw r(live_.server->port());
     r.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n" +
                chunk + chunk);
     const std::string resp = r.read_all();
     EXPECT_EQ(status_of(resp), 413) << resp;
     EXPECT_EQ(body_of(resp)["error"]["type"], "invalid_request_error") << resp;
   }
-  EXPECT_GE(server_->front_stats().oversized, 5u);
+  EXPECT_GE(live_.server->front_stats().oversized, 5u);
   expect_alive();
 }
 
@@ -630,8 +609,8 @@ TEST_F(FrontFixture, OversizedHeadsAndChunkedBodiesAreRefusedBeforeBeingReadInFu
 TEST_F(FrontFixture, SlowConnectionsCannotStarveServing) {
   std::vector<std::unique_ptr<Raw>> idle, trickle;
   for (int i = 0; i < 100; ++i) {
-    idle.push_back(std::make_unique<Raw>(server_->port()));
-    trickle.push_back(std::make_unique<Raw>(server_->port()));
+    idle.push_back(std::make_unique<Raw>(live_.server->port()));
+    trickle.push_back(std::make_unique<Raw>(live_.server->port()));
     ASSERT_GE(idle.back()->fd, 0);
     ASSERT_GE(trickle.back()->fd, 0);
     trickle.back()->send_all("GET /v1/models HTTP/1.1\r\n");
@@ -675,7 +654,7 @@ TEST_F(FrontFixture, SlowConnectionsCannotStarveServing) {
   EXPECT_EQ(ok.load(), 16);
   EXPECT_EQ(failed.load(), 0);
   EXPECT_LT(worst_health, 0.25);
-  const FrontStats st = server_->front_stats();
+  const FrontStats st = live_.server->front_stats();
   EXPECT_GE(st.head_timeouts, 100u);  // every trickler was cut with a 408
   std::printf("16 streams in %.2f s beside 200 slow connections; worst /health %.3f s; %llu tricklers cut\n",
               streams_s, worst_health, static_cast<unsigned long long>(st.head_timeouts));
@@ -743,7 +722,7 @@ namespace {
 // /v1/messages (x-api-key auth, Anthropic error shape, stream, count_tokens) and /v1/responses (store,
 // GET, previous_response_id) through the live server.
 TEST_F(ServerFixture, MessagesAndResponsesRoutes) {
-  httplib::Client a("127.0.0.1", server_->port());
+  httplib::Client a("127.0.0.1", live_.server->port());
   a.set_read_timeout(30, 0);
   const std::string mbody = R"({"model":"tiny","max_tokens":4,"temperature":0,"system":"s",
                                "messages":[{"role":"user","content":"hey"}]})";
@@ -801,8 +780,8 @@ namespace {
 
 TEST_F(ServerFixture, OfficialResponsesAndAnthropicClients) {
   std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/fronts_client.cjs " +
-                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + " " + kKey +
-                    " tiny 2>&1";
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(live_.server->port()) + " " +
+                    kKey + " tiny 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_TRUE(p);
   std::string out;

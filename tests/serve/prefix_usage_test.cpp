@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "runtime/serve/http_server.h"
-#include "tests/serve/fakes.h"
+#include "tests/serve/live_server.h"
 
 namespace spk::rt {
 namespace {
@@ -19,29 +19,16 @@ using nlohmann::json;
 class ServePrefixCache : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());
-    EngineConfig ec;
+    EngineConfig ec = testing::LiveServer::engine_config();
     ec.sched = {8, 256};
     ec.max_model_len = 1024;
-    ec.eos_ids = {testing::ByteTokenizer::kEos};
-    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
-    engine_->start();
     HttpConfig hc;
-    hc.port = 0;
     hc.served_model_name = "tiny";
     hc.api_key = "k";
-    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           testing::line_chat_config(), metrics_);
-    ASSERT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  void TearDown() override {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    engine_->stop();
+    live_.start(hc, ec);
   }
   std::string raw(const std::string& path, const json& body, const httplib::Headers& h = {}) {
-    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Client c("127.0.0.1", live_.server->port());
     c.set_read_timeout(30, 0);
     c.set_bearer_token_auth("k");
     auto r = c.Post(path.c_str(), h, body.dump(), "application/json");
@@ -54,11 +41,7 @@ class ServePrefixCache : public ::testing::Test {
     return json::parse(raw(path, body, h), nullptr, false);
   }
 
-  testing::HashModel model_;
-  Metrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  testing::LiveServer live_;
 };
 
 std::string system_prompt() {
@@ -121,7 +104,7 @@ TEST_F(ServePrefixCache, EveryFrontReportsTheCachedPromptTokens) {
   EXPECT_LE(r2["usage"]["input_tokens_details"]["cached_tokens"].get<int>(),
             r2["usage"]["input_tokens"].get<int>());
 
-  const std::string text = metrics_.render("tiny");
+  const std::string text = live_.metrics.render("tiny");
   EXPECT_NE(text.find("vllm:prefix_cache_queries_total{model_name=\"tiny\",engine=\"0\"} "),
             std::string::npos);
   EXPECT_EQ(text.find("vllm:prefix_cache_hits_total{model_name=\"tiny\",engine=\"0\"} 0\n"),

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "runtime/serve/http_server.h"
-#include "tests/serve/fakes.h"
+#include "tests/serve/live_server.h"
 
 namespace spk::rt {
 namespace {
@@ -72,44 +72,18 @@ TEST(ResponseStoreBytes, ConversationCounts) {
 class StoreServer : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());
-    EngineConfig ec;
-    ec.sched = {64, 256};
-    ec.max_model_len = 512;
-    ec.eos_ids = {testing::ByteTokenizer::kEos};
-    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
-    metrics_.set_gauge_source([this] { return engine_->gauges(); });
-    engine_->start();
     HttpConfig hc;
-    hc.port = 0;
     hc.served_model_name = "tiny";
     hc.api_key = "k";
     hc.max_stored_response_bytes = 1u << 20;
-    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           testing::line_chat_config(), metrics_);
-    ASSERT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { server_->run(); });
+    live_.start(hc);
   }
-  void TearDown() override {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    engine_->stop();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(30, 0);
-    c.set_bearer_token_auth("k");
-    return c;
-  }
+  httplib::Client client() { return live_.client("k"); }
   double metric(const std::string& text, const std::string& name) {
     const auto at = text.find("\n" + name + " ");
     return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
   }
-  testing::HashModel model_;
-  Metrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  testing::LiveServer live_;
 };
 
 TEST_F(StoreServer, UnusedToolsCountAgainstTheByteBudget) {

@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "runtime/serve/http_server.h"
-#include "tests/serve/fakes.h"
+#include "tests/serve/live_server.h"
 
 namespace spk::rt {
 namespace {
@@ -26,32 +26,19 @@ const char* kTools =
 class ToolServer : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());
-    EngineConfig ec;
+    EngineConfig ec = testing::LiveServer::engine_config();
     ec.sched = {16, 256};
     ec.max_model_len = 1024;
-    ec.eos_ids = {testing::ByteTokenizer::kEos};
     for (unsigned char c : kScript) ec.scripted_tokens.push_back(c);  // byte tokenizer: a byte is a token
-    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
-    engine_->start();
     HttpConfig hc;
-    hc.port = 0;
     hc.served_model_name = "tiny";
     hc.api_key = kKey;
     hc.parsing = {"hermes", "qwen3"};
     hc.default_chat_template_kwargs = {{"enable_thinking", true}};
-    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           testing::line_chat_config(), metrics_);
-    ASSERT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  void TearDown() override {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    engine_->stop();
+    live_.start(hc, ec);
   }
   json post(const std::string& body, int expect, const char* path = "/v1/chat/completions") {
-    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Client c("127.0.0.1", live_.server->port());
     c.set_read_timeout(30, 0);
     c.set_bearer_token_auth(kKey);
     auto r = c.Post(path, body, "application/json");
@@ -61,18 +48,14 @@ class ToolServer : public ::testing::Test {
     return json::parse(r->body, nullptr, false);
   }
 
-  testing::HashModel model_{0};
-  Metrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  testing::LiveServer live_;
 };
 
 TEST_F(ToolServer, OfficialClientsSeeToolCallsAndReasoning) {
   const size_t cut = kScript.find("\"days\"");  // max_tokens that ends inside the call
   std::string cmd = std::string("node ") + SPARKCTL_SOURCE_DIR + "/tests/serve/tools_client.cjs " +
-                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(server_->port()) + " " + kKey +
-                    " tiny " + std::to_string(cut) + " 2>&1";
+                    SPARKCTL_NPM_DIR + " http://127.0.0.1:" + std::to_string(live_.server->port()) + " " +
+                    kKey + " tiny " + std::to_string(cut) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_TRUE(p);
   std::string out;

@@ -13,7 +13,7 @@
 
 #include "runtime/serve/api_front.h"
 #include "runtime/serve/http_server.h"
-#include "tests/serve/fakes.h"
+#include "tests/serve/live_server.h"
 
 namespace spk::rt {
 namespace {
@@ -76,31 +76,13 @@ TEST(WireId, UniqueAcrossThreads) {
 class WireIdServer : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(model_.allocate_kv(256, 16).ok());
-    EngineConfig ec;
-    ec.sched = {64, 256};
-    ec.max_model_len = 512;
-    ec.eos_ids = {testing::ByteTokenizer::kEos};
-    engine_ = std::make_unique<Engine>(model_, ec, &metrics_);
-    metrics_.set_gauge_source([this] { return engine_->gauges(); });
-    engine_->start();
     HttpConfig hc;
-    hc.port = 0;
     hc.served_model_name = "tiny";
     hc.api_key = kKey;
-    server_ = std::make_unique<HttpServer>(hc, *engine_, std::make_shared<testing::ByteTokenizer>(),
-                                           testing::line_chat_config(), metrics_);
-    ASSERT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { server_->run(); });
-  }
-  void TearDown() override {
-    server_->stop();
-    if (thread_.joinable()) thread_.join();
-    engine_->stop();
+    live_.start(hc);
   }
   std::string id_of(const std::string& path, const std::string& body) {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(30, 0);
+    httplib::Client c = live_.client();
     auto r =
         c.Post(path, httplib::Headers{{"Authorization", std::string("Bearer ") + kKey}, {"x-api-key", kKey}},
                body, "application/json");
@@ -110,11 +92,7 @@ class WireIdServer : public ::testing::Test {
     auto j = json::parse(r->body, nullptr, false);
     return j.is_object() ? j.value("id", "") : "";
   }
-  testing::HashModel model_;
-  Metrics metrics_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
+  testing::LiveServer live_;
 };
 
 TEST_F(WireIdServer, EveryRouteUsesRandomIds) {
