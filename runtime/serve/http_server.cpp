@@ -336,6 +336,9 @@ Verdict HttpServer::classify(const RequestHead& h) {
   }
   if (h.path == "/v1/models") {
     if (!get) return only("GET");
+    if (h.field("anthropic-version") != nullptr)  // the Anthropic SDK's page shape
+      return answer(200, anthropic_models_response(cfg_.served_model_name, created_)
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return answer(200, models_response(cfg_.served_model_name, created_, engine_.config().max_model_len)
                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }

@@ -1,6 +1,8 @@
 // /v1/messages answers: the message object, the stream's events and the ApiFront (messages_api.h).
 #include "runtime/serve/messages_api.h"
 
+#include <ctime>
+
 #include "runtime/serve/completion_handler.h"
 
 namespace spk::rt {
@@ -46,6 +48,19 @@ json anthropic_error_body(int status, const std::string& message) {
 }
 
 json anthropic_error_body(const FieldError& e) { return anthropic_error_body(e.status, e.message); }
+
+json anthropic_models_response(const std::string& model, int64_t created) {
+  const std::time_t t = static_cast<std::time_t>(created);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char at[32];
+  std::strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return {{"data",
+           json::array({{{"type", "model"}, {"id", model}, {"display_name", model}, {"created_at", at}}})},
+          {"has_more", false},
+          {"first_id", model},
+          {"last_id", model}};
+}
 
 std::string anthropic_context_message(const ContextOverflow& c) {
   if (c.max_tokens <= 0)

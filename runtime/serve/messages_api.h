@@ -35,6 +35,9 @@ std::variant<MessagesRequest, FieldError> parse_messages_request(std::string_vie
 // overloaded_error, else api_error).
 nlohmann::json anthropic_error_body(int status, const std::string& message);
 nlohmann::json anthropic_error_body(const FieldError& e);
+// GET /v1/models for an Anthropic client (the request carries `anthropic-version`): the Models API's page,
+// {data: [{type: "model", id, display_name, created_at (RFC 3339)}], has_more, first_id, last_id}.
+nlohmann::json anthropic_models_response(const std::string& model, int64_t created);
 // An ApiError of Generation::start for /v1/messages; a context overflow in Anthropic's words
 // (anthropic_context_message).
 FieldError from_api_error(const ApiError& e);

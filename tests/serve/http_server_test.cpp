@@ -86,6 +86,26 @@ TEST_F(ServerFixture, AuthOnEveryRouteButHealth) {
   EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "tiny");
 }
 
+// The Anthropic SDK (and Claude Code's model picker) reads the Models API's page: type, display_name,
+// created_at, has_more, first_id / last_id. A request with `anthropic-version` gets that shape.
+TEST_F(ServerFixture, ModelsInAnthropicShapeForAnthropicClients) {
+  auto r = client().Get("/v1/models", httplib::Headers{{"anthropic-version", "2023-06-01"}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const json j = json::parse(r->body);
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["type"], "model");
+  EXPECT_EQ(j["data"][0]["id"], "tiny");
+  EXPECT_EQ(j["data"][0]["display_name"], "tiny");
+  const std::string at = j["data"][0]["created_at"];
+  EXPECT_EQ(at.size(), 20u) << at;  // 2026-12-07T17:54:24Z
+  EXPECT_EQ(at.back(), 'Z');
+  EXPECT_EQ(j["has_more"], false);
+  EXPECT_EQ(j["first_id"], "tiny");
+  EXPECT_EQ(j["last_id"], "tiny");
+  EXPECT_FALSE(j.contains("object"));
+}
+
 TEST_F(ServerFixture, ErrorsAreJsonAndTheServerStaysUp) {
   EXPECT_EQ(post("/v1/completions", "{not json", 400)["error"]["type"], "invalid_request_error");
   EXPECT_EQ(post("/v1/completions", R"({"model":"nope","prompt":"a"})", 404)["error"]["code"],
