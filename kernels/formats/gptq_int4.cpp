@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <numeric>
-#include <thread>
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
@@ -163,18 +161,6 @@ Status gptq_int4_linear(const Tensor& x, const LinearWeight& w, const Tensor* bi
   return ok_status();
 }
 
-namespace {
-// fn(begin, end) over [0, n) in contiguous chunks, one per hardware thread.
-void parallel_rows(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t t = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
-  if (n < 64 || t == 1) return fn(0, n);
-  std::vector<std::thread> ts;
-  const int64_t chunk = (n + t - 1) / t;
-  for (int64_t b = 0; b < n; b += chunk) ts.emplace_back(fn, b, std::min(n, b + chunk));
-  for (auto& th : ts) th.join();
-}
-}  // namespace
-
 GptqTensors gptq_quantize_rtn(const float* w, int64_t out, int64_t in, int group_size, bool sym,
                               bool act_order_perm) {
   GptqTensors t;
@@ -197,7 +183,8 @@ GptqTensors gptq_quantize_rtn(const float* w, int64_t out, int64_t in, int group
   std::vector<uint8_t> zero(static_cast<size_t>(groups * out));
   t.scales.assign(static_cast<size_t>(groups * out), 0);
   // Rows are independent: split them over the machine's threads (an 8B checkpoint is ~7 G weights).
-  parallel_rows(out, [&](int64_t o0, int64_t o1) {
+  cpu::ThreadPool pool(0);
+  pool.parallel_for(out, 64, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
       const float* row = w + o * in;
       for (int64_t g = 0; g < groups; ++g) {
@@ -221,7 +208,7 @@ GptqTensors gptq_quantize_rtn(const float* w, int64_t out, int64_t in, int group
     }
   });
   t.qweight.assign(static_cast<size_t>(in / 8 * out), 0);
-  parallel_rows(in / 8, [&](int64_t i0, int64_t i1) {
+  pool.parallel_for(in / 8, 64, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t o = 0; o < out; ++o) {
         uint32_t word = 0;

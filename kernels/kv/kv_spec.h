@@ -29,9 +29,9 @@ struct KvSpec {
   int kv_heads = 0;  // this rank's
   int head_dim = 0;
   int layers = 0;
-  int group = 0;  // elements per scale of a quantised format (0: none)
+  int group = 0;  // elements per scale of a quantised format (0: none; no format built yet has scales)
 
-  // Bytes one token takes across all layers, K and V, scales included.
+  // Bytes one token takes across all layers, K and V (a format with scales adds them here).
   [[nodiscard]] uint64_t bytes_per_token() const;
   [[nodiscard]] uint64_t block_bytes() const { return bytes_per_token() * static_cast<uint64_t>(block_size); }
 };
