@@ -9,18 +9,13 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/device_buffer.h"
+#include "tests/gpu/assert_ok.h"
 
 namespace {
 
 using spk::Backend;
 using spk::DType;
 using spk::Tensor;
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    auto st_ = (expr);                           \
-    ASSERT_TRUE(st_.ok()) << st_.error().what(); \
-  } while (0)
 
 struct Layer {
   int vocab = 989, hidden = 64, hq = 4, hk = 2, hd = 64, inter = 111, block = 16, nblocks = 12;

@@ -13,6 +13,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/linear/gemm.h"
 #include "kernels/dtype.h"
+#include "tests/gpu/assert_ok.h"
 
 namespace {
 
@@ -23,12 +24,6 @@ using spk::cuda::DeviceBuffer;
   do {                                                                                        \
     std::string why;                                                                          \
     if (!spk::cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why; \
-  } while (0)
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    auto st_ = (expr);                           \
-    ASSERT_TRUE(st_.ok()) << st_.error().what(); \
   } while (0)
 
 uint64_t fresh_seed() { return std::random_device{}(); }

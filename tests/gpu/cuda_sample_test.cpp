@@ -14,17 +14,12 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/device_buffer.h"
 #include "runtime/sampler/sampler.h"
+#include "tests/gpu/assert_ok.h"
 
 namespace {
 
 using spk::rt::Sampler;
 using spk::rt::SamplingParams;
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    auto st_ = (expr);                           \
-    ASSERT_TRUE(st_.ok()) << st_.error().what(); \
-  } while (0)
 
 SamplingParams P(float t, int k = 0, float p = 1.0f, float minp = 0.0f) {
   SamplingParams s;

@@ -7,10 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <random>
 
 #include "kernels/cuda/device_buffer.h"
@@ -93,36 +91,21 @@ TEST_P(CudaTp, WorldsTwoAndFourOnOneGpuMatchOneRank) {
   for (int world : {2, 4}) {
     SCOPED_TRACE(std::string(rt::arch_name(GetParam())) + " world " + std::to_string(world) + " seed " +
                  std::to_string(seed));
-    const int port = free_loopback_port();
-    std::mutex mu;
-    std::vector<std::string> errors;
     std::vector<Trace> got(world);
-    std::barrier done_all(world);
-    run_ranks(world, [&](int r) {
-      struct Arrive {
-        std::barrier<>& b;
-        ~Arrive() { b.arrive_and_wait(); }
-      };
-      auto fail = [&](const std::string& e) {
-        std::lock_guard lk(mu);
-        errors.push_back("rank " + std::to_string(r) + ": " + e);
-      };
-      rt::dist::GroupOptions o;
-      o.rank = r, o.world = world, o.comm = "gloo-host";
-      o.master = "127.0.0.1:" + std::to_string(port);
-      o.token = "t";
-      o.join_timeout = std::chrono::seconds(30);
-      o.collective_timeout = std::chrono::seconds(60);
-      auto g = rt::dist::join_group(o);
-      Arrive arrive{done_all};
-      if (!g.ok()) return fail(g.error().what());
-      auto m = rt::Model::load(cfg, weights,
-                               {.backend = "cuda", .tp_rank = r, .tp_world = world, .comm = &(*g)->comm()});
-      if (!m.ok()) return fail(m.error().what());
-      auto t = run(**m, prompt, &want->tokens);
-      if (!t.ok()) return fail(t.error().what());
-      got[r] = std::move(*t);
-    });
+    const auto errors =
+        run_world(world,
+                  [&](int r, rt::dist::Communicator& comm) -> Status {
+                    auto m = rt::Model::load(
+                        cfg, weights, {.backend = "cuda", .tp_rank = r, .tp_world = world, .comm = &comm});
+                    if (!m.ok()) return m.error();
+                    auto t = run(**m, prompt, &want->tokens);
+                    if (!t.ok()) return t.error();
+                    got[r] = std::move(*t);
+                    return ok_status();
+                  },
+                  {.comm = "gloo-host",
+                   .join_timeout = std::chrono::seconds(30),
+                   .collective_timeout = std::chrono::seconds(60)});
     ASSERT_TRUE(errors.empty()) << errors.front();
     const int V = cfg.vocab_size;
     for (int r = 0; r < world; ++r) {
@@ -157,40 +140,32 @@ TEST(CudaTpCost, HostStagedAllReduceAtBatchOne) {
   std::string why;
   if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
   constexpr int kIters = 300, kFloats = 4096, kPerStep = 2 * 32 + 1;
-  const int port = free_loopback_port();
   std::vector<double> us(2);
-  std::vector<std::string> errors(2);
-  std::barrier done_all(2);
-  run_ranks(2, [&](int r) {
-    struct Arrive {
-      std::barrier<>& b;
-      ~Arrive() { b.arrive_and_wait(); }
-    };
-    rt::dist::GroupOptions o;
-    o.rank = r, o.world = 2, o.comm = "gloo-host", o.token = "t";
-    o.master = "127.0.0.1:" + std::to_string(port);
-    auto g = rt::dist::join_group(o);
-    Arrive arrive{done_all};
-    if (!g.ok()) return void(errors[r] = g.error().what());
-    auto be = make_backend({.name = "cuda"});
-    if (!be.ok()) return void(errors[r] = be.error().what());
-    auto t = (*be)->alloc(DType::f32, {kFloats});
-    if (!t.ok()) return void(errors[r] = t.error().what());
-    for (int i = 0; i < kIters + 20; ++i) {
-      if (i == 20) {  // warm: staging allocated, sockets hot
-        (void)(*be)->synchronize();
-        us[r] =
-            -std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
-                 .count();
-      }
-      auto st = rt::dist::all_reduce_sum(**be, (*g)->comm(), *t);
-      if (!st.ok()) return void(errors[r] = st.error().what());
-    }
-    (void)(*be)->synchronize();
-    us[r] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
-                 .count();
-  });
-  for (const auto& e : errors) ASSERT_TRUE(e.empty()) << e;
+  const auto errors = run_world(2,
+                                [&](int r, rt::dist::Communicator& comm) -> Status {
+                                  auto be = make_backend({.name = "cuda"});
+                                  if (!be.ok()) return be.error();
+                                  auto t = (*be)->alloc(DType::f32, {kFloats});
+                                  if (!t.ok()) return t.error();
+                                  for (int i = 0; i < kIters + 20; ++i) {
+                                    if (i == 20) {  // warm: staging allocated, sockets hot
+                                      (void)(*be)->synchronize();
+                                      us[r] = -std::chrono::duration<double, std::micro>(
+                                                   std::chrono::steady_clock::now().time_since_epoch())
+                                                   .count();
+                                    }
+                                    SPK_TRY(rt::dist::all_reduce_sum(**be, comm, *t));
+                                  }
+                                  (void)(*be)->synchronize();
+                                  us[r] += std::chrono::duration<double, std::micro>(
+                                               std::chrono::steady_clock::now().time_since_epoch())
+                                               .count();
+                                  return ok_status();
+                                },
+                                {.comm = "gloo-host",
+                                 .join_timeout = std::chrono::seconds(60),
+                                 .collective_timeout = std::chrono::seconds(300)});
+  ASSERT_TRUE(errors.empty()) << errors.front();
   const double per = std::max(us[0], us[1]) / kIters;
   std::printf(
       "gloo-host all-reduce of %d floats, 2 ranks on one GPU: %.1f us each; a batch-1 8B decode step "

@@ -15,18 +15,13 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/knobs.h"
+#include "tests/gpu/assert_ok.h"
 
 namespace {
 
 using spk::Backend;
 using spk::DType;
 using spk::Tensor;
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    auto st_ = (expr);                           \
-    ASSERT_TRUE(st_.ok()) << st_.error().what(); \
-  } while (0)
 
 constexpr int kVocab = 1000, kHidden = 256, kHq = 4, kHk = 2, kHd = 64, kInter = 344, kBlock = 16;
 
@@ -178,21 +173,21 @@ RunOut run_with(const char* knob_off, const Weights& W) {
   return out;
 }
 
+// Every fusion rule's off-switch and the launch modes (kernels/knobs.h), each turned off alone.
+constexpr const char* kSwitches[] = {
+    "SPARKCTL_GEMV_GROUP",     "SPARKCTL_NORM_FUSE",      "SPARKCTL_SWIGLU_FUSE",   "SPARKCTL_ARGMAX_FUSE",
+    "SPARKCTL_ROPE_FUSE",      "SPARKCTL_ATTN_ROPE_FUSE", "SPARKCTL_STAGING_REUSE", "SPARKCTL_QUEUED_UPLOADS",
+    "SPARKCTL_SHARED_KV_ATTN", "SPARKCTL_SPLIT_MERGE",    "SPARKCTL_STEP_CHUNKS",   "SPARKCTL_CUDA_GRAPHS"};
+
 TEST(CudaFusion, EveryRuleOffGivesTheFusedResult) {
   std::string why;
   if (!spk::cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
-  for (const char* k :
-       {"SPARKCTL_GEMV_GROUP", "SPARKCTL_NORM_FUSE", "SPARKCTL_SWIGLU_FUSE", "SPARKCTL_ARGMAX_FUSE",
-        "SPARKCTL_ROPE_FUSE", "SPARKCTL_ATTN_ROPE_FUSE", "SPARKCTL_STAGING_REUSE", "SPARKCTL_QUEUED_UPLOADS",
-        "SPARKCTL_SHARED_KV_ATTN", "SPARKCTL_SPLIT_MERGE", "SPARKCTL_STEP_CHUNKS", "SPARKCTL_CUDA_GRAPHS"})
+  for (const char* k : kSwitches)
     ASSERT_EQ(std::getenv(k), nullptr) << k << " is set in this test's environment: unset it";
   const Weights W = make_weights(7);
   const RunOut fused = run_with(nullptr, W);
   ASSERT_FALSE(fused.logits.empty());
-  for (const char* k :
-       {"SPARKCTL_GEMV_GROUP", "SPARKCTL_NORM_FUSE", "SPARKCTL_SWIGLU_FUSE", "SPARKCTL_ARGMAX_FUSE",
-        "SPARKCTL_ROPE_FUSE", "SPARKCTL_ATTN_ROPE_FUSE", "SPARKCTL_STAGING_REUSE", "SPARKCTL_QUEUED_UPLOADS",
-        "SPARKCTL_SHARED_KV_ATTN", "SPARKCTL_SPLIT_MERGE", "SPARKCTL_STEP_CHUNKS", "SPARKCTL_CUDA_GRAPHS"}) {
+  for (const char* k : kSwitches) {
     const RunOut off = run_with(k, W);
     ASSERT_EQ(off.logits.size(), fused.logits.size()) << k << "=0";
     double num = 0, den = 0;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -61,6 +62,22 @@ class KernelTest : public ::testing::Test {
     std::vector<float> v(t.numel());
     EXPECT_TRUE(be_->download(t, v.data(), v.size() * 4).ok());
     return v;
+  }
+
+  // y [n, out] against x [n, in] . w[out, in]^T (+ b) in double, within 2e-6 of the sum of the terms'
+  // magnitudes (fp32 accumulation in any order).
+  static void expect_linear(const std::vector<float>& y, const std::vector<float>& x,
+                            const std::vector<float>& w, const std::vector<float>* b, int64_t n, int64_t in,
+                            int64_t out) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < out; ++j) {
+        double ref = b ? (*b)[j] : 0.0, mag = std::fabs(ref);
+        for (int64_t k = 0; k < in; ++k) {
+          ref += static_cast<double>(x[i * in + k]) * w[j * in + k];
+          mag += std::fabs(static_cast<double>(x[i * in + k]) * w[j * in + k]);
+        }
+        ASSERT_NEAR(y[i * out + j], ref, 2e-6 * mag + 1e-30) << "row " << i << " col " << j;
+      }
   }
 
   uint64_t seed_ = 0;

@@ -22,16 +22,7 @@ class LinearTest : public KernelTest {
     ASSERT_TRUE(w.ok()) << w.error().what();
     Tensor xt = f32(x, {n, in}), bt = f32(b, {out}), yt = zeros({n, out});
     ASSERT_TRUE(be_->linear(xt, *w, with_bias ? &bt : nullptr, yt).ok());
-    auto y = host(yt);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < out; ++j) {
-        double ref = with_bias ? b[j] : 0.0, mag = std::fabs(ref);
-        for (int64_t k = 0; k < in; ++k) {
-          ref += static_cast<double>(x[i * in + k]) * wf[j * in + k];
-          mag += std::fabs(static_cast<double>(x[i * in + k]) * wf[j * in + k]);
-        }
-        ASSERT_NEAR(y[i * out + j], ref, 2e-6 * mag + 1e-30) << "row " << i << " col " << j;
-      }
+    ASSERT_NO_FATAL_FAILURE(expect_linear(host(yt), x, wf, with_bias ? &b : nullptr, n, in, out));
   }
 };
 

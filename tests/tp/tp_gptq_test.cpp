@@ -5,10 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <filesystem>
-#include <mutex>
 
 #include "runtime/checkpoint/quantize_checkpoint.h"
 #include "runtime/checkpoint/synth_model.h"
@@ -63,35 +61,16 @@ std::vector<std::string> run_world2(const std::string& dir,
   auto cfg = rt::load_model_config(dir);
   auto weights = rt::open_checkpoint_weights(dir);
   if (!cfg.ok() || !weights.ok()) return {"cannot open " + dir};
-  const int world = 2, port = free_loopback_port();
-  std::mutex mu;
-  std::vector<std::string> errors;
+  const int world = 2;
   got.assign(world, {});
-  std::barrier done_all(world);
-  run_ranks(world, [&](int r) {
-    struct Arrive {
-      std::barrier<>& b;
-      ~Arrive() { b.arrive_and_wait(); }
-    };
-    auto fail = [&](const std::string& e) {
-      std::lock_guard lk(mu);
-      errors.push_back("rank " + std::to_string(r) + ": " + e);
-    };
-    rt::dist::GroupOptions o;
-    o.rank = r, o.world = world, o.master = "127.0.0.1:" + std::to_string(port), o.token = "t";
-    o.join_timeout = std::chrono::seconds(20);
-    o.collective_timeout = std::chrono::seconds(20);
-    auto g = rt::dist::join_group(o);
-    Arrive arrive{done_all};
-    if (!g.ok()) return fail(g.error().what());
-    auto m = rt::Model::load(*cfg, *weights,
-                             {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &(*g)->comm()});
-    if (!m.ok()) return fail(m.error().what());
+  return run_world(world, [&](int r, rt::dist::Communicator& comm) -> Status {
+    auto m = rt::Model::load(*cfg, *weights, {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &comm});
+    if (!m.ok()) return m.error();
     auto t = run(**m);
-    if (!t.ok()) return fail(t.error().what());
+    if (!t.ok()) return t.error();
     got[r] = std::move(*t);
+    return ok_status();
   });
-  return errors;
 }
 
 TEST(TpGptq, WorldTwoMatchesOneRank) {

@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <barrier>
-#include <mutex>
 
 #include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
@@ -83,38 +81,16 @@ TEST_P(TpModelTest, WorldsTwoAndFourMatchOneRank) {
 
   for (int world : {2, 4}) {
     SCOPED_TRACE(std::string(rt::arch_name(GetParam())) + " world " + std::to_string(world));
-    const int port = free_loopback_port();
-    std::mutex mu;
-    std::vector<std::string> errors;
     std::vector<Trace> got(world);
-    std::barrier done_all(world);  // every rank keeps its group until all are done (see process_group_test)
-    run_ranks(world, [&](int r) {
-      struct Arrive {
-        std::barrier<>& b;
-        ~Arrive() { b.arrive_and_wait(); }
-      };
-      auto fail = [&](const std::string& e) {
-        std::lock_guard lk(mu);
-        errors.push_back("rank " + std::to_string(r) + ": " + e);
-      };
-      rt::dist::GroupOptions o;
-      o.rank = r;
-      o.world = world;
-      o.master = "127.0.0.1:" + std::to_string(port);
-      o.token = "t";
-      o.join_timeout = std::chrono::seconds(20);
-      o.collective_timeout = std::chrono::seconds(20);
-      auto g = rt::dist::join_group(o);
-      Arrive arrive{done_all};  // before g is destroyed, on every path
-      if (!g.ok()) return fail(g.error().what());
-      auto m = rt::Model::load(cfg, weights,
-                               {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &(*g)->comm()});
-      if (!m.ok()) return fail(m.error().what());
+    const auto errors = run_world(world, [&](int r, rt::dist::Communicator& comm) -> Status {
+      auto m = rt::Model::load(cfg, weights, {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &comm});
+      if (!m.ok()) return m.error();
       auto t = run(**m);
-      if (!t.ok()) return fail(t.error().what());
+      if (!t.ok()) return t.error();
       got[r] = std::move(*t);
       float done = 1;
-      (void)(*g)->comm().all_reduce_sum(&done, 1, nullptr);
+      (void)comm.all_reduce_sum(&done, 1, nullptr);
+      return ok_status();
     });
     ASSERT_TRUE(errors.empty()) << errors.front();
     for (int r = 0; r < world; ++r) {

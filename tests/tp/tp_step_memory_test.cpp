@@ -3,9 +3,6 @@
 // allocated after the KV pool, for a dense and a mixture-of-experts model; a rank plans less than world 1.
 #include <gtest/gtest.h>
 
-#include <barrier>
-#include <mutex>
-
 #include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
 #include "tests/model/random_model.h"
@@ -21,34 +18,19 @@ void check_world(const rt::ModelConfig& cfg, std::shared_ptr<rt::WeightSource> w
   auto single = rt::Model::load(cfg, weights, {.threads = 1});
   ASSERT_TRUE(single.ok()) << single.error().what();
   const uint64_t planned_one = (*single)->activation_bytes(lim);
-  const int port = free_loopback_port();
-  std::mutex mu;
-  std::vector<std::string> errors;
   std::vector<StepMemoryFigures> figs(world);
-  std::barrier done_all(world);
-  run_ranks(world, [&](int r) {
-    struct Arrive {
-      std::barrier<>& b;
-      ~Arrive() { b.arrive_and_wait(); }
-    };
-    auto fail = [&](const std::string& e) {
-      std::lock_guard lk(mu);
-      errors.push_back("rank " + std::to_string(r) + ": " + e);
-    };
-    rt::dist::GroupOptions o;
-    o.rank = r, o.world = world, o.master = "127.0.0.1:" + std::to_string(port), o.token = "t";
-    o.join_timeout = std::chrono::seconds(20);
-    o.collective_timeout = std::chrono::seconds(30);
-    auto g = rt::dist::join_group(o);
-    Arrive arrive{done_all};
-    if (!g.ok()) return fail(g.error().what());
-    auto m =
-        rt::Model::load(cfg, weights, {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &(*g)->comm()});
-    if (!m.ok()) return fail(m.error().what());
-    figs[r] = check_step_memory(**m, lim);
-    float done = 1;
-    (void)(*g)->comm().all_reduce_sum(&done, 1, nullptr);
-  });
+  const auto errors =
+      run_world(world,
+                [&](int r, rt::dist::Communicator& comm) -> Status {
+                  auto m = rt::Model::load(cfg, weights,
+                                           {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &comm});
+                  if (!m.ok()) return m.error();
+                  figs[r] = check_step_memory(**m, lim);
+                  float done = 1;
+                  (void)comm.all_reduce_sum(&done, 1, nullptr);
+                  return ok_status();
+                },
+                {.collective_timeout = std::chrono::seconds(30)});
   ASSERT_TRUE(errors.empty()) << errors.front();
   for (int r = 0; r < world; ++r) {
     std::printf("world %d rank %d: activations planned %llu bytes, reserved %llu (world 1 plans %llu)\n",
