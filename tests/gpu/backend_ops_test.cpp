@@ -126,16 +126,19 @@ std::vector<Case> linear_cases() {
 }
 
 // GPTQ int4 (checkpoint layout, kernels/formats/linear_weight.h): random nibbles, zeros and f16 scales,
-// with and without act-order g_idx, groups that do and do not divide K.
+// with and without act-order g_idx (the generic kernel, w4a16_gidx.cu; the fast one takes the rest).
 std::vector<Case> gptq_cases() {
   std::vector<Case> cs;
   uint64_t seed = 500;
   struct Shape {
     int k, n, group;
   };
-  for (int m : {1, 3, 8, 17})
-    for (const Shape sh :
-         {Shape{128, 64, 32}, Shape{256, 40, 128}, Shape{1024, 96, -1}, Shape{4096, 256, 128}})
+  // m covers each row template of the fast kernel (1, 2, <= 4, <= 8) and row blocks past 8; the shapes cover
+  // a last group shorter than the rest (200 / 64), column blocks cut by N (1032), K slices that cut a group
+  // (4096 / 128 on few columns) and one group of all K (-1).
+  for (int m : {1, 2, 3, 5, 8, 17})
+    for (const Shape sh : {Shape{128, 64, 32}, Shape{256, 40, 128}, Shape{200, 48, 64}, Shape{1024, 96, -1},
+                           Shape{768, 1032, 32}, Shape{4096, 256, 128}})
       for (bool act_order : {false, true}) {
         Case c{"linear gptq-int4 m=" + std::to_string(m) + " k=" + std::to_string(sh.k) +
                    " n=" + std::to_string(sh.n) + " group=" + std::to_string(sh.group) +

@@ -22,8 +22,13 @@ struct W4A16Weight {
 };
 
 // K % 8 == 0 and N % 8 == 0 (the packing); any M (rows are taken 8 at a time: every row block re-reads the
-// weights, so prefill pays M / 8 weight passes). `sm_count` sizes the split along K.
+// weights, so prefill pays M / 8 weight passes). `sm_count` sizes the split along K. Chooses between the
+// fast kernel (w4a16.cu: groups in K order, group size a multiple of 8) and the generic one.
 Status w4a16_linear(const W4A16Weight& w, const float* x, int M, const float* bias, float* y, int sm_count,
                     cudaStream_t s);
+
+// The generic kernel (w4a16_gidx.cu): act-order g_idx and any group size. Adds into y (which holds the bias
+// or 0).
+Status w4a16_gidx_linear(const W4A16Weight& w, const float* x, int M, float* y, int sm_count, cudaStream_t s);
 
 }  // namespace spk::cuda
