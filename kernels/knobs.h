@@ -13,7 +13,8 @@ namespace spk {
   X(CUDA_GRAPHS, 1, 0, 1, "capture repeated decode steps as CUDA graphs (0: every op launched eagerly)")     \
   X(GEMV_MAX_BATCH, 2, 0, 8, "decode batches up to this many rows take the GEMV, larger ones cuBLASLt")      \
   X(GEMV_GROUP, 1, 0, 1, "GEMVs reading the same x (q/k/v, gate/up) share one launch")                       \
-  X(NORM_FUSE, 1, 0, 1, "rmsnorm and the residual add fold into the neighbouring GEMVs")                     \
+  X(NORM_FUSE, 1, 0, 1, "an rmsnorm folds into the GEMV that reads its output")                              \
+  X(RESIDUAL_FUSE, 1, 0, 1, "the residual add folds into the GEMV that made the delta (o_proj, down_proj)")  \
   X(SWIGLU_FUSE, 1, 0, 1, "silu(gate) * up is formed inside the gate/up GEMV")                               \
   X(ARGMAX_FUSE, 1, 0, 1, "the lm_head GEMV leaves each row's argmax for greedy sampling")                   \
   X(ROPE_FUSE, 1, 0, 1, "rope and the KV cache write run as one kernel")                                     \

@@ -7,8 +7,8 @@
 //   sample/       sample_op.cpp
 //   elementwise/  elementwise_op.cpp (embedding, norms, silu_mul, gather)
 //   fusion/       peepholes.h: the remembered state of the fusion rules
-// Every op is queued (push) with a fingerprint of its launch parameters; the graph queue replays a step
-// whose fingerprints repeat as one CUDA graph.
+// Every op is queued (launch) with a fingerprint made of its launch arguments (fingerprint.h); the graph
+// queue replays a step whose fingerprints repeat as one CUDA graph.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fingerprint.h"
 #include "kernels/cuda/fusion/peepholes.h"
 #include "kernels/cuda/graph_queue.h"
 #include "kernels/cuda/linear/gemm.h"
@@ -49,9 +50,6 @@ constexpr size_t kMaxQueuedUpload = size_t{64} << 10;
 // Backend::submit() launches what is queued once a step has this many ops after its first chunk
 // (SPARKCTL_FIRST_CHUNK_OPS, default 8: about one layer), about eight layers of an 8B model.
 constexpr size_t kChunkOps = 64;
-
-inline uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
-inline uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 
 inline Error op_error(const char* op, const std::string& what) {
   return make_error(std::string("cuda ") + op + ": " + what,
@@ -156,13 +154,32 @@ class CudaBackend final : public Backend {
 
  private:
   // Every op is queued through here (it ends the window in which a GEMM's bf16 staging can be reused).
-  template <class Fingerprint>
-  void push(GraphQueue::Op op, const Fingerprint& fingerprint) {
+  void push(GraphQueue::Op op, const Fingerprint& fp) {
     forget_peepholes();
-    queue_.push(std::move(op), fingerprint);
+    queue_.push(std::move(op), fp.words());
   }
-  void push(GraphQueue::Op op, std::initializer_list<uint64_t> fingerprint) {
-    push<std::initializer_list<uint64_t>>(std::move(op), fingerprint);
+  // Queues kernel(args...), the queue's stream where kStream stands, under the fingerprint made of the op's
+  // id, the same arguments and the step generation (fingerprint.h).
+  template <class Kernel, class... Args>
+  void launch(OpId id, Kernel kernel, const Args&... args) {
+    push(bind_kernel(kernel, args...), fingerprint(id, args...));
+  }
+  // The same in place of the last queued op: a fusion rule folding that op into this one (fusion/).
+  template <class Kernel, class... Args>
+  void relaunch(OpId id, Kernel kernel, const Args&... args) {
+    queue_.replace_last(bind_kernel(kernel, args...), fingerprint(id, args...).words());
+  }
+  template <class... Args>
+  Fingerprint fingerprint(OpId id, const Args&... args) const {
+    Fingerprint f;
+    f.add(op_id(id));
+    (fp_add(f, args), ...);
+    f.add(gen_);
+    return f;
+  }
+  template <class Kernel, class... Args>
+  static GraphQueue::Op bind_kernel(Kernel kernel, const Args&... args) {
+    return [=](cudaStream_t s) { return kernel(launch_arg(args, s)...); };
   }
   // The peepholes' memory of the last queued op (fusion/peepholes.h): a new op or a flush ends it.
   void forget_peepholes();
@@ -183,7 +200,30 @@ class CudaBackend final : public Backend {
 
   // Op helpers.
   Status norm(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out);  // elementwise
-  void requeue_gemv();                                                                      // linear
+
+  // ---- fusion rules (fusion/, one file each): each folds this op into the one queued before it when the
+  // rule applies and its switch is on, and says whether it did ----
+  bool fuse_gemv_group(const GemvSegment& seg, const float* x, int m, int k);
+  void remember_norm(const float* x, const float* w, float eps, float* out, int rows, int dim);
+  bool fuse_norm_into_gemv(const GemvSegment& seg, const float* x, int m, int k);
+  bool fuse_residual_into_gemv(const float* x, float* residual, int rows, int dim);
+  bool fuse_swiglu_into_gemv(const float* gate, const float* up, int64_t n, float* out);
+  unsigned long long* fuse_argmax_into_gemv(const float* logits, int rows, int vocab);  // the argmax slots
+  bool fuse_rope_cache(const float* k, const float* v, const int32_t* slots, int n, int hk, int d,
+                       bf16* k_cache, bf16* v_cache);
+  // What the decode attention kernels take besides the plan, q and the caches.
+  struct AttnArgs {
+    int n, hq, hk, d, window;
+    float scale;
+    float* out;
+    float* partial;
+    int* counters;
+  };
+  bool fuse_attention_rope(const AttnLaunch& plan, const float* q, const bf16* k_cache, const bf16* v_cache,
+                           const AttnArgs& a);
+  [[nodiscard]] bool staged_for(const float* x, int m, int k) const;
+  void remember_staging(const float* x, int m, int k);
+  void requeue_gemv();  // the pending GEMV (ph_.gemv) in place of the last op
   // One row of the linear chooser per quantized format, each in its own file (linear/<format>_op.cpp).
   Status linear_w4a16(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y);
   struct MoeTable {
@@ -202,7 +242,8 @@ class CudaBackend final : public Backend {
   bool rope_fuse_ = knob(Knob::ROPE_FUSE) == 1;
   bool swiglu_fuse_ = knob(Knob::SWIGLU_FUSE) == 1;
   bool argmax_fuse_ = knob(Knob::ARGMAX_FUSE) == 1;
-  bool norm_fuse_ = knob(Knob::NORM_FUSE) == 1;  // rmsnorm and residual add into GEMVs
+  bool norm_fuse_ = knob(Knob::NORM_FUSE) == 1;
+  bool residual_fuse_ = knob(Knob::RESIDUAL_FUSE) == 1;
   bool staging_reuse_ = knob(Knob::STAGING_REUSE) == 1;
   bool queued_uploads_ = knob(Knob::QUEUED_UPLOADS) == 1;
   // Decode attention: one block per kv head for its whole GQA group (1), or per q head (0).

@@ -8,6 +8,15 @@
 #include "kernels/cuda/backend_impl.h"
 
 namespace spk::cuda {
+namespace {
+
+// A small upload queued in op order (upload() says why through the device arena).
+Status queued_upload(const char* src, char* mid, void* dst, size_t bytes, cudaStream_t s) {
+  SPK_CUDA_CHECK(cudaMemcpyAsync(mid, src, bytes, cudaMemcpyHostToDevice, s));
+  return copy_device(mid, dst, static_cast<int64_t>(bytes), s);
+}
+
+}  // namespace
 
 CudaBackend::~CudaBackend() {
   (void)flush();
@@ -74,16 +83,10 @@ Status CudaBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
     // once `dst` is freed and another allocation lands at its address (seen on the H200: the
     // backend test crashed on its first replay after reallocating its tensors).
     char* src = static_cast<char*>(arena_) + slot;
-    char* mid = static_cast<char*>(arena_d_.get()) + slot;
     std::memcpy(src, host, bytes);
     arena_used_ = slot + bytes;
-    void* d = dst.data;
-    push(
-        [=](cudaStream_t s) -> Status {
-          SPK_CUDA_CHECK(cudaMemcpyAsync(mid, src, bytes, cudaMemcpyHostToDevice, s));
-          return copy_device(mid, d, static_cast<int64_t>(bytes), s);
-        },
-        {op_id(OpId::upload), u(d), u(src), u(int64_t(bytes)), gen_});
+    launch(OpId::upload, queued_upload, src, static_cast<char*>(arena_d_.get()) + slot, dst.data, bytes,
+           kStream);
     return ok_status();
   }
   SPK_TRY(flush());
@@ -107,11 +110,12 @@ Status CudaBackend::enqueue_external(std::function<Status(void*)> fn, std::vecto
     SPK_TRY(flush());
     return fn(static_cast<void*>(stream_));
   }
-  // Fingerprint op id 0xE7 + the caller's values (pointers/sizes) keep graph replay exact.
+  // The op id and a hash of the caller's values (pointers/sizes, any number of them) keep replay exact.
   uint64_t h = op_id(OpId::external);
   for (uint64_t v : fingerprint) h = h * 0x100000001b3ULL ^ v;
-  push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); },
-       {op_id(OpId::external), h});
+  Fingerprint fp;
+  fp.add(op_id(OpId::external)), fp.add(h);
+  push([fn = std::move(fn)](cudaStream_t s) { return fn(static_cast<void*>(s)); }, fp);
   return ok_status();
 }
 

@@ -28,20 +28,13 @@ void GraphQueue::clear() {
   cache_.clear();
 }
 
-void GraphQueue::push(Op op, std::initializer_list<uint64_t> fingerprint) {
-  ops_.push_back(std::move(op));
-  last_fp_ = fp_.size();
-  fp_.push_back(0xfeedull ^ fingerprint.size());  // separator: op boundaries are part of the key
-  fp_.insert(fp_.end(), fingerprint.begin(), fingerprint.end());
-}
-
-void GraphQueue::push(Op op, const std::vector<uint64_t>& fingerprint) {
+void GraphQueue::push(Op op, std::span<const uint64_t> fingerprint) {
   ops_.emplace_back();
   last_fp_ = fp_.size();
   replace_last(std::move(op), fingerprint);
 }
 
-void GraphQueue::replace_last(Op op, const std::vector<uint64_t>& fingerprint) {
+void GraphQueue::replace_last(Op op, std::span<const uint64_t> fingerprint) {
   ops_.back() = std::move(op);
   fp_.resize(last_fp_);
   fp_.push_back(0xfeedull ^ fingerprint.size());

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -30,10 +30,9 @@ class GraphQueue {
   GraphQueue(const GraphQueue&) = delete;
   GraphQueue& operator=(const GraphQueue&) = delete;
 
-  void push(Op op, std::initializer_list<uint64_t> fingerprint);
-  void push(Op op, const std::vector<uint64_t>& fingerprint);
+  void push(Op op, std::span<const uint64_t> fingerprint);
   // Replaces the last queued op (and its fingerprint): peephole fusion of an op with the one before it.
-  void replace_last(Op op, const std::vector<uint64_t>& fingerprint);
+  void replace_last(Op op, std::span<const uint64_t> fingerprint);
   [[nodiscard]] bool empty() const { return ops_.empty(); }
   [[nodiscard]] size_t size() const { return ops_.size(); }
   // Runs everything queued, in order, on `s` (graph replay when possible and `allow_graph`: large

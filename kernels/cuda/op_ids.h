@@ -1,28 +1,30 @@
-// The CUDA backend's op ids: the first word of every op's fingerprint (graph_queue.h), one list. A step
-// replays as a CUDA graph only when every op's fingerprint (id + the pointers and sizes it launches with)
-// repeats, so two ops must never share an id. The values are the ones the fingerprints always had.
+// The CUDA backend's op ids: the first word of every op's fingerprint (fingerprint.h), one list. A step
+// replays as a CUDA graph only when every op's fingerprint (id + the arguments it launches with) repeats,
+// so two kernels must never share an id.
 #pragma once
 
 #include <cstdint>
 
 namespace spk::cuda {
 
-#define SPK_CUDA_OPS(X)           \
-  X(embedding, 1)                 \
-  X(rmsnorm, 2)                   \
-  X(linear, 3) /* GEMV or GEMM */ \
-  X(linear_w4a16, 11)             \
-  X(rope, 4)                      \
-  X(kv_write, 5)                  \
-  X(attention, 6)                 \
-  X(silu_mul, 7)                  \
-  X(gather_rows, 8)               \
-  X(upload, 9)                    \
-  X(sample, 10)                   \
-  X(rope_and_cache, 45)           \
-  X(attention_rope, 46)           \
-  X(moe_ffn, 0x4D)                \
-  X(moe_route, 0x52)              \
+#define SPK_CUDA_OPS(X)        \
+  X(embedding, 1)              \
+  X(rmsnorm, 2)                \
+  X(linear, 3) /* GEMV */      \
+  X(linear_gemm, 13)           \
+  X(linear_w4a16, 11)          \
+  X(rope, 4)                   \
+  X(kv_write, 5)               \
+  X(attention, 6) /* decode */ \
+  X(attention_prefill, 12)     \
+  X(silu_mul, 7)               \
+  X(gather_rows, 8)            \
+  X(upload, 9)                 \
+  X(sample, 10)                \
+  X(rope_and_cache, 45)        \
+  X(attention_rope, 46)        \
+  X(moe_ffn, 0x4D)             \
+  X(moe_route, 0x52)           \
   X(external, 0xE7)
 
 enum class OpId : uint64_t {

@@ -175,9 +175,10 @@ RunOut run_with(const char* knob_off, const Weights& W) {
 
 // Every fusion rule's off-switch and the launch modes (kernels/knobs.h), each turned off alone.
 constexpr const char* kSwitches[] = {
-    "SPARKCTL_GEMV_GROUP",     "SPARKCTL_NORM_FUSE",      "SPARKCTL_SWIGLU_FUSE",   "SPARKCTL_ARGMAX_FUSE",
-    "SPARKCTL_ROPE_FUSE",      "SPARKCTL_ATTN_ROPE_FUSE", "SPARKCTL_STAGING_REUSE", "SPARKCTL_QUEUED_UPLOADS",
-    "SPARKCTL_SHARED_KV_ATTN", "SPARKCTL_SPLIT_MERGE",    "SPARKCTL_STEP_CHUNKS",   "SPARKCTL_CUDA_GRAPHS"};
+    "SPARKCTL_GEMV_GROUP",     "SPARKCTL_NORM_FUSE",      "SPARKCTL_RESIDUAL_FUSE",  "SPARKCTL_SWIGLU_FUSE",
+    "SPARKCTL_ARGMAX_FUSE",    "SPARKCTL_ROPE_FUSE",      "SPARKCTL_ATTN_ROPE_FUSE", "SPARKCTL_STAGING_REUSE",
+    "SPARKCTL_QUEUED_UPLOADS", "SPARKCTL_SHARED_KV_ATTN", "SPARKCTL_SPLIT_MERGE",    "SPARKCTL_STEP_CHUNKS",
+    "SPARKCTL_CUDA_GRAPHS"};
 
 TEST(CudaFusion, EveryRuleOffGivesTheFusedResult) {
   std::string why;

@@ -14,8 +14,7 @@ Status CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor& ou
   const void* tp = table.data;
   const int32_t* ip = ids.ptr<int32_t>();
   float* op = out.ptr<float>();
-  push([=](cudaStream_t s) { return cuda::embedding(tp, is_bf16, ip, n, d, v, op, s); },
-       {op_id(OpId::embedding), u(tp), u(ip), u(op), u(int64_t(n)), u(int64_t(d)), gen_});
+  launch(OpId::embedding, cuda::embedding, tp, is_bf16, ip, n, d, v, op, kStream);
   return ok_status();
 }
 
@@ -39,19 +38,9 @@ Status CudaBackend::norm(const Tensor& x, Tensor* residual, const Tensor& w, flo
   const float* wp = w.ptr<float>();
   float* op = out.ptr<float>();
   const int dim = static_cast<int>(w.numel()), rows = static_cast<int>(x.numel() / w.numel());
-  if (rp && rp != xp && norm_fuse_ && ph_.gemv.n == 1 && ph_.gemv.segs[0].y == xp &&
-      ph_.gemv.segs[0].N == dim && ph_.gemv.m == rows && ph_.gemv.x != rp && !ph_.gemv.f.norm_w &&
-      !ph_.gemv.f.swiglu_out && !ph_.gemv.f.accum) {
-    // residual += x where x is the previous GEMV's output (o_proj, down_proj): that GEMV adds into the
-    // residual itself, and what is left is rmsnorm(residual), which the next GEMV may absorb.
-    ph_.gemv.f.accum = rp;
-    requeue_gemv();
-    xp = rp;
-    rp = nullptr;
-  }
-  push([=](cudaStream_t s) { return cuda::rmsnorm(xp, rp, wp, rows, dim, eps, op, s); },
-       {op_id(OpId::rmsnorm), u(xp), u(rp), u(wp), u(op), u(int64_t(rows)), u(int64_t(dim)), gen_});
-  if (norm_fuse_ && !rp && op != xp) ph_.norm = NormOp{xp, wp, eps, op, rows, dim};
+  if (fuse_residual_into_gemv(xp, rp, rows, dim)) xp = rp, rp = nullptr;  // rmsnorm(residual) is left
+  launch(OpId::rmsnorm, cuda::rmsnorm, xp, rp, wp, rows, dim, eps, op, kStream);
+  if (!rp) remember_norm(xp, wp, eps, op, rows, dim);
   return ok_status();
 }
 
@@ -62,17 +51,8 @@ Status CudaBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) 
   const float* up_ = up.ptr<float>();
   float* op = out.ptr<float>();
   const int64_t n = gate.numel();
-  if (swiglu_fuse_ && ph_.gemv.n == 2 && ph_.gemv.segs[0].y == gp && ph_.gemv.segs[1].y == up_ &&
-      ph_.gemv.segs[0].N == ph_.gemv.segs[1].N && int64_t{ph_.gemv.segs[0].N} * ph_.gemv.m == n &&
-      !ph_.gemv.f.accum) {
-    // The previous op is the gate/up GEMV pair that produced these: it forms the product too.
-    ph_.gemv.f.swiglu_out = op;
-    requeue_gemv();
-    ph_.gemv.n = 0;
-    return ok_status();
-  }
-  push([=](cudaStream_t s) { return cuda::silu_mul(gp, up_, n, op, s); },
-       {op_id(OpId::silu_mul), u(gp), u(up_), u(op), u(n), gen_});
+  if (fuse_swiglu_into_gemv(gp, up_, n, op)) return ok_status();
+  launch(OpId::silu_mul, cuda::silu_mul, gp, up_, n, op, kStream);
   return ok_status();
 }
 
@@ -83,8 +63,7 @@ Status CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out
   const int32_t* rp = rows.ptr<int32_t>();
   float* op = out.ptr<float>();
   const int m = static_cast<int>(rows.numel()), width = static_cast<int>(x.numel() / x.dim(0));
-  push([=](cudaStream_t s) { return cuda::gather_rows(xp, rp, m, width, op, s); },
-       {op_id(OpId::gather_rows), u(xp), u(rp), u(op), u(int64_t(m)), u(int64_t(width)), gen_});
+  launch(OpId::gather_rows, cuda::gather_rows, xp, rp, m, width, op, kStream);
   return ok_status();
 }
 

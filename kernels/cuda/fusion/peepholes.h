@@ -1,19 +1,20 @@
 // The CUDA backend's remembered fusion state: what the last queued op was, so that the next op may fold
-// into it (a new op or a flush forgets it). Each rule has its own off-switch (kernels/knobs.h) and a case
-// in tests/gpu/fusion_test.cpp (fused == unfused); the rules themselves are in the op that absorbs:
-//   gemv grouping (q/k/v, gate/up on one x)   linear/linear_op.cpp            SPARKCTL_GEMV_GROUP
-//   rmsnorm into the next GEMV                linear/linear_op.cpp            SPARKCTL_NORM_FUSE
-//   residual add into the previous GEMV       elementwise/elementwise_op.cpp  SPARKCTL_NORM_FUSE
-//   silu_mul into the gate/up GEMV            elementwise/elementwise_op.cpp  SPARKCTL_SWIGLU_FUSE
-//   rope + kv_write                           kv/kv_op.cpp                    SPARKCTL_ROPE_FUSE
-//   rope + cache write into decode attention  attention/attention_op.cpp      SPARKCTL_ATTN_ROPE_FUSE
-//   lm_head GEMV argmax for the sampler       sample/sample_op.cpp            SPARKCTL_ARGMAX_FUSE
-//   GEMM bf16 staging reuse                   linear/linear_op.cpp            SPARKCTL_STAGING_REUSE
+// into it (a new op or a flush forgets it). Each rule has a file here, its own off-switch (kernels/knobs.h)
+// and a case in tests/gpu/fusion_test.cpp (fused == unfused):
+//   gemv_group.cpp          GEMVs on one x (q/k/v, gate/up) share a launch        SPARKCTL_GEMV_GROUP
+//   norm_into_gemv.cpp      rmsnorm into the next GEMV                             SPARKCTL_NORM_FUSE
+//   residual_into_gemv.cpp  residual add into the previous GEMV                    SPARKCTL_RESIDUAL_FUSE
+//   swiglu_into_gemv.cpp    silu_mul into the gate/up GEMV                         SPARKCTL_SWIGLU_FUSE
+//   argmax_into_gemv.cpp    lm_head GEMV argmax for the sampler                    SPARKCTL_ARGMAX_FUSE
+//   rope_cache.cpp          rope + kv_write                                        SPARKCTL_ROPE_FUSE
+//   attention_rope.cpp      rope + cache write into decode attention               SPARKCTL_ATTN_ROPE_FUSE
+//   staging_reuse.cpp       consecutive GEMMs on one x share the bf16 staging      SPARKCTL_STAGING_REUSE
 #pragma once
 
 #include <array>
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fingerprint.h"
 
 namespace spk::cuda {
 
@@ -32,6 +33,15 @@ struct GemvOp {
     return g;
   }
 };
+
+inline void fp_add(Fingerprint& f, const GemvOp& g) {
+  fp_add(f, g.n), fp_add(f, g.m), fp_add(f, g.k), fp_add(f, g.x), fp_add(f, g.f);
+  for (int i = 0; i < g.n; ++i) fp_add(f, g.segs[i]);
+}
+// The kernel of a pending GEMV with what joined it.
+inline Status launch_gemv(const GemvOp& g, cudaStream_t s) {
+  return gemv_bf16_fused(g.segs.data(), g.n, g.x, g.m, g.k, g.f, s);
+}
 
 // The last queued op when it is an rmsnorm without residual (out == nullptr: it is not), which a GEMV
 // reading its output absorbs.

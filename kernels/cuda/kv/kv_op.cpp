@@ -14,10 +14,8 @@ Status CudaBackend::rope(Tensor& q, Tensor& k, const Tensor& inv_freq) {
   const int32_t* pos = positions_;
   const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
             d = static_cast<int>(q.dim(2));
-  push([=](cudaStream_t s) { return cuda::rope(qp, kp, pos, fp, n, hq, hk, d, s); },
-       {op_id(OpId::rope), u(qp), u(kp), u(fp), u(pos), u(int64_t(n)), u(int64_t(hq)), u(int64_t(hk)),
-        u(int64_t(d)), gen_});
-  ph_.rope = RopeOp{qp, kp, fp, hq, hk, d};  // a kv_write of this k right after joins it (rope_and_cache)
+  launch(OpId::rope, cuda::rope, qp, kp, pos, fp, n, hq, hk, d, kStream);
+  ph_.rope = RopeOp{qp, kp, fp, hq, hk, d};  // a kv_write of this k right after may join it (fusion/)
   return ok_status();
 }
 
@@ -34,23 +32,8 @@ Status CudaBackend::kv_write(const Tensor& k, const Tensor& v, KvCache& cache) {
   auto* vc = v_cache.ptr<bf16>();
   const int32_t* sl = slots_;
   const int n = n_tokens_, hk = static_cast<int>(k.dim(1)), d = static_cast<int>(k.dim(2));
-  if (rope_fuse_ && ph_.rope.k == kp && ph_.rope.hk == hk &&
-      ph_.rope.d == d) {  // the previous op roped this k: fuse
-    const RopeOp r = ph_.rope;
-    const int32_t* pos = positions_;
-    queue_.replace_last(
-        [=](cudaStream_t s) {
-          return cuda::rope_and_cache(r.q, r.k, vp, pos, r.inv_freq, sl, n, r.hq, hk, d, kc, vc, s);
-        },
-        {op_id(OpId::rope_and_cache), u(r.q), u(kp), u(vp), u(pos), u(r.inv_freq), u(sl), u(int64_t(n)),
-         u(int64_t(r.hq)), u(int64_t(hk)), u(int64_t(d)), u(kc), u(vc), gen_});
-    ph_.rope = RopeOp{};
-    ph_.rope_cache = DecodeRope{r.q, r.k, vp, r.inv_freq, sl, kc, vc};
-    return ok_status();
-  }
-  push([=](cudaStream_t s) { return cuda::kv_write(kp, vp, sl, n, hk, d, kc, vc, s); },
-       {op_id(OpId::kv_write), u(kp), u(vp), u(kc), u(vc), u(sl), u(int64_t(n)), u(int64_t(hk)),
-        u(int64_t(d)), gen_});
+  if (fuse_rope_cache(kp, vp, sl, n, hk, d, kc, vc)) return ok_status();
+  launch(OpId::kv_write, cuda::kv_write, kp, vp, sl, n, hk, d, kc, vc, kStream);
   return ok_status();
 }
 

@@ -4,6 +4,15 @@
 #include "kernels/cuda/linear/select.h"
 
 namespace spk::cuda {
+namespace {
+
+// The cuBLASLt GEMM as a launch (Gemm::linear is a member).
+Status gemm_linear(Gemm* g, const bf16* W, const float* bias, const float* x, int M, int N, int K, float* y,
+                   cudaStream_t s, bool x_staged) {
+  return g->linear(W, bias, x, M, N, K, y, s, x_staged);
+}
+
+}  // namespace
 
 Status CudaBackend::linear(const Tensor& x, const LinearWeight& lw, const Tensor* bias, Tensor& y) {
   // The weight-format chooser: one row per format (supports() refuses the rest at load).
@@ -28,53 +37,17 @@ Status CudaBackend::linear(const Tensor& x, const LinearWeight& lw, const Tensor
   float* yp = y.ptr<float>();
   Gemm* g = gemm_.get();
   const int n = static_cast<int>(N), k = static_cast<int>(K);
-  // Consecutive GEMMs on the same x (q/k/v, gate/up) share one fp32 -> bf16 staging pass: valid
-  // while no other op ran in between (push() forgets it).
-  const bool staged = staging_reuse_ && !gemv && ph_.staged_x == xp && ph_.staged_m == M && ph_.staged_k == k;
-  // (A fused GEMV never writes what its blocks read: y must not be the x it reads.)
-  if (gemv && !grouping_off_ && ph_.gemv.n > 0 && ph_.gemv.n < kGemvMaxGroup && ph_.gemv.joins == xp &&
-      ph_.gemv.m == M && ph_.gemv.k == k && !ph_.gemv.f.accum && !ph_.gemv.f.swiglu_out && yp != ph_.gemv.x) {
-    // The previous op is a GEMV on the same x (q then k then v; gate then up): one launch for all.
-    ph_.gemv.segs[ph_.gemv.n++] = GemvSegment{wp, bp, yp, n};
-    requeue_gemv();
-    return ok_status();
-  }
-  if (gemv && ph_.norm.out == xp && ph_.norm.rows == M && ph_.norm.dim == k && yp != ph_.norm.x) {
-    // The previous op is the rmsnorm that made x: the GEMV normalises on the fly (and still writes x).
-    const NormOp nm = ph_.norm;
-    ph_.gemv = GemvOp::single(GemvSegment{wp, bp, yp, n}, M, k, nm.x, xp);
-    ph_.gemv.f.norm_w = nm.w, ph_.gemv.f.norm_eps = nm.eps, ph_.gemv.f.norm_out = nm.out;
-    ph_.norm = NormOp{};
-    requeue_gemv();
-    return ok_status();
-  }
-  push(
-      [=](cudaStream_t s) {
-        if (gemv) return gemv_bf16(wp, bp, xp, M, n, k, yp, s);
-        return g->linear(wp, bp, xp, M, n, k, yp, s, staged);
-      },
-      {op_id(OpId::linear), u(wp), u(bp), u(xp), u(yp), u(int64_t(M)), u(int64_t(n)), u(int64_t(k)),
-       u(int64_t(gemv)), u(int64_t(staged)), gen_});
-  if (!gemv) ph_.staged_x = xp, ph_.staged_m = M, ph_.staged_k = k;
+  const GemvSegment seg{wp, bp, yp, n};
   if (gemv) {
-    ph_.gemv = GemvOp::single(GemvSegment{wp, bp, yp, n}, M, k, xp, xp);
+    if (fuse_gemv_group(seg, xp, M, k) || fuse_norm_into_gemv(seg, xp, M, k)) return ok_status();
+    launch(OpId::linear, gemv_bf16, wp, bp, xp, M, n, k, yp, kStream);
+    ph_.gemv = GemvOp::single(seg, M, k, xp, xp);  // what may join or fold into it (fusion/)
+    return ok_status();
   }
+  const bool staged = staged_for(xp, M, k);
+  launch(OpId::linear_gemm, gemm_linear, g, wp, bp, xp, M, n, k, yp, kStream, staged);
+  remember_staging(xp, M, k);
   return ok_status();
-}
-
-// Re-queues the pending GEMV (ph_.gemv) in place of the last op, with its segments and fusions.
-void CudaBackend::requeue_gemv() {
-  const GemvOp g = ph_.gemv;
-  uint32_t eps_bits;
-  std::memcpy(&eps_bits, &g.f.norm_eps, 4);
-  std::vector<uint64_t> fp = {
-      op_id(OpId::linear), u(g.x),   u(int64_t(g.m)), u(int64_t(g.k)), u(int64_t(g.n)),
-      u(g.f.norm_w),       eps_bits, u(g.f.norm_out), u(g.f.accum),    u(g.f.swiglu_out),
-      u(g.f.argmax),       gen_};
-  for (int i = 0; i < g.n; ++i)
-    fp.insert(fp.end(), {u(g.segs[i].W), u(g.segs[i].bias), u(g.segs[i].y), u(int64_t(g.segs[i].N))});
-  queue_.replace_last(
-      [=](cudaStream_t s) { return gemv_bf16_fused(g.segs.data(), g.n, g.x, g.m, g.k, g.f, s); }, fp);
 }
 
 // cuBLASLt's workspace and bf16 staging for GEMMs of up to M x K (gemm.h).

@@ -27,9 +27,7 @@ Status CudaBackend::linear_w4a16(const Tensor& x, const LinearWeight& w, const T
   const float* xp = x.ptr<float>();
   const float* bp = bias ? bias->ptr<float>() : nullptr;
   float* yp = y.ptr<float>();
-  push([=](cudaStream_t s) { return w4a16_linear(k, xp, M, bp, yp, sms, s); },
-       {op_id(OpId::linear_w4a16), u(k.qweight), u(k.qzeros), u(k.scales), u(k.g_idx),
-        u(int64_t(k.group_size)), u(xp), u(bp), u(yp), u(int64_t(M)), u(N), u(K), gen_});
+  launch(OpId::linear_w4a16, w4a16_linear, k, xp, M, bp, yp, sms, kStream);
   return ok_status();
 }
 

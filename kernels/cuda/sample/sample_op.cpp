@@ -22,17 +22,8 @@ Status CudaBackend::sample(const Tensor& logits, const std::vector<SampleRow>& r
                             r.want_logprob ? 1 : 0, r.host ? 1 : 0};
   }
   const float* lp = logits.ptr<float>();
-  unsigned long long* am = nullptr;
-  if (argmax_fuse_ && ph_.gemv.n == 1 && ph_.gemv.segs[0].y == lp && ph_.gemv.segs[0].N == vocab &&
-      ph_.gemv.m == m && !ph_.gemv.f.accum && !ph_.gemv.f.swiglu_out) {
-    // The previous op is the GEMV that wrote these logits: it also leaves each row's argmax for the
-    // sampler (greedy rows then skip the scan of the vocabulary).
-    am = static_cast<unsigned long long*>(argmax_.get());
-    ph_.gemv.f.argmax = am;
-    requeue_gemv();
-  }
-  push([=](cudaStream_t s) { return sample_rows(lp, m, vocab, ph, oh, s, am); },
-       {op_id(OpId::sample), u(lp), u(int64_t(m)), u(int64_t(vocab)), u(ph), u(am), gen_});
+  unsigned long long* am = fuse_argmax_into_gemv(lp, m, vocab);  // greedy rows read it
+  launch(OpId::sample, sample_rows, lp, m, vocab, ph, oh, kStream, am);
   const auto t1 = std::chrono::steady_clock::now();
   SPK_TRY(flush());
   SPK_CUDA_CHECK(cudaStreamSynchronize(stream_));
