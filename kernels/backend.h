@@ -78,9 +78,12 @@ struct SampledToken {
 };
 
 // One SiLU-GLU expert of a mixture-of-experts layer (see Backend::moe_ffn): gate, up [inter, d] and
-// down [d, inter], any float dtype; `inter` may differ between experts (shared experts are wider).
+// down [d, inter] as linear weights in any format the backend's experts take (supports_experts); `inter`
+// may differ between experts (shared experts are wider).
 struct ExpertWeights {
-  Tensor gate, up, down;
+  LinearWeight gate, up, down;
+  [[nodiscard]] int64_t inter() const { return gate.out; }
+  [[nodiscard]] uint64_t bytes() const { return gate.bytes() + up.bytes() + down.bytes(); }
 };
 
 class Backend {
@@ -91,6 +94,8 @@ class Backend {
 
   // ---- variants (asked at load: a model the backend cannot run is refused before any bytes move) ----
   [[nodiscard]] virtual bool supports(WeightFormat f) const { return f == WeightFormat::dense; }
+  // The formats moe_ffn takes for experts (a subset of supports(WeightFormat)).
+  [[nodiscard]] virtual bool supports_experts(WeightFormat f) const { return f == WeightFormat::dense; }
   [[nodiscard]] virtual bool supports(KvFormat f) const { return f == kv_format(); }
   [[nodiscard]] virtual bool supports(AttnKind k) const {
     return k == AttnKind::causal || k == AttnKind::sliding;

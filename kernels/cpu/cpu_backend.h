@@ -21,6 +21,8 @@ class CpuBackend final : public Backend {
   [[nodiscard]] bool supports(WeightFormat f) const override {
     return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
   }
+  // moe_ffn runs each expert through linear(), so every linear format is an expert format.
+  [[nodiscard]] bool supports_experts(WeightFormat f) const override { return supports(f); }
 
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override;
   Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,

@@ -13,12 +13,11 @@
 namespace spk::cpu {
 namespace {
 
+// Shapes only: linear() checks each weight's format and layout.
 Status check_expert(const ExpertWeights& e, size_t index, int64_t d) {
   const auto& g = e.gate;
-  const bool ok = g.rank() == 2 && e.up.rank() == 2 && e.down.rank() == 2 && is_float(g.dtype) &&
-                  is_float(e.up.dtype) && is_float(e.down.dtype) && g.dim(1) == d && e.up.shape == g.shape &&
-                  e.down.dim(0) == d && e.down.dim(1) == g.dim(0) && !g.empty() && !e.up.empty() &&
-                  !e.down.empty();
+  const bool ok = !g.empty() && !e.up.empty() && !e.down.empty() && g.in == d && e.up.in == d &&
+                  e.up.out == g.out && e.down.out == d && e.down.in == g.out && g.out > 0;
   if (ok) return ok_status();
   return shape_error("moe_ffn", "expert " + std::to_string(index) + ": gate " + describe(g) + ", up " +
                                     describe(e.up) + ", down " + describe(e.down) + " for width " +
@@ -64,7 +63,7 @@ Status CpuBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& ex
   for (int64_t e = 0; e < ne; ++e) {
     const auto& b = bucket[e];
     if (b.empty()) continue;
-    const int64_t m = static_cast<int64_t>(b.size()), inter = experts[e].gate.dim(0);
+    const int64_t m = static_cast<int64_t>(b.size()), inter = experts[e].inter();
     const size_t need = static_cast<size_t>(m * (2 * d + 3 * inter));
     if (sealed_ && need > moe_scratch_.capacity())
       return make_error("cpu moe_ffn: expert " + std::to_string(e) + " needs " + std::to_string(need * 4) +

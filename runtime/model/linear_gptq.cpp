@@ -165,21 +165,4 @@ Result<LinearWeight> load_gptq_linear(Backend& be, const WeightSource& src, cons
   return w;
 }
 
-Result<Tensor> load_gptq_dequantized(Backend& be, const WeightSource& src, const QuantConfig& q,
-                                     const std::string& prefix, int64_t out, int64_t in, ShardRange rows,
-                                     ShardRange cols) {
-  if (be.device() != Device::cpu)
-    return make_error("'" + prefix + "' is a gptq-int4 mixture-of-experts expert: backend '" +
-                          std::string(be.name()) + "' has no quantized expert op yet (see issue 22)",
-                      "run it with --backend cpu, or use an unquantized checkpoint");
-  SPK_ASSIGN(LinearWeight full, host_module(src, q, prefix, out, in));
-  std::vector<float> d(static_cast<size_t>(out * in));
-  gptq_dequantize(full, d.data());
-  auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(rows.count) * cols.count);
-  for (int64_t r = 0; r < rows.count; ++r)
-    std::memcpy(buf->data() + r * cols.count, d.data() + (rows.begin + r) * in + cols.begin,
-                static_cast<size_t>(cols.count) * sizeof(float));
-  return be.import_weight(buf->data(), DType::f32, {rows.count, cols.count}, buf, DType::f32);
-}
-
 }  // namespace spk::rt

@@ -22,11 +22,4 @@ Result<LinearWeight> load_gptq_linear(Backend& be, const WeightSource& src, cons
                                       const std::string& prefix, int64_t out, int64_t in, ShardRange rows,
                                       ShardRange cols);
 
-// The module dequantized to fp32 [rows.count, cols.count] (exactly gptq_dequantize's values), for ops that
-// take dense weights only: the CPU backend's MoE experts (Backend::moe_ffn takes dense experts). Refused on
-// other backends, naming the module.
-Result<Tensor> load_gptq_dequantized(Backend& be, const WeightSource& src, const QuantConfig& q,
-                                     const std::string& prefix, int64_t out, int64_t in, ShardRange rows,
-                                     ShardRange cols);
-
 }  // namespace spk::rt

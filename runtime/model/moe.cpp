@@ -67,14 +67,18 @@ Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const
                                      ShardRange s, const std::string& missing, const QuantConfig* q) {
   ExpertWeights e;
   const ShardRange all_h{0, static_cast<int>(H)};
-  // GPTQ experts: moe_ffn takes dense experts, so the CPU reference holds them dequantized (fp32).
+  // GPTQ experts stay quantized (the backend's moe_ffn takes them as LinearWeight).
   const auto module = [](const std::string& n) {
     return n.substr(0, n.size() - std::string(".weight").size());
   };
   if (q && q->quantizes(module(gate))) {
-    SPK_ASSIGN(e.gate, load_gptq_dequantized(be, src, *q, module(gate), I, H, s, all_h));
-    SPK_ASSIGN(e.up, load_gptq_dequantized(be, src, *q, module(up), I, H, s, all_h));
-    SPK_ASSIGN(e.down, load_gptq_dequantized(be, src, *q, module(down), H, I, all_h, s));
+    if (!be.supports_experts(WeightFormat::gptq_int4))
+      return make_error("backend '" + std::string(be.name()) + "' runs mixture-of-experts experts in " +
+                            "dense formats only, and " + module(gate) + " is " + q->describe(),
+                        "serve this checkpoint with --backend cpu, or a dense (bf16) checkpoint on this backend");
+    SPK_ASSIGN(e.gate, load_gptq_linear(be, src, *q, module(gate), I, H, s, all_h));
+    SPK_ASSIGN(e.up, load_gptq_linear(be, src, *q, module(up), I, H, s, all_h));
+    SPK_ASSIGN(e.down, load_gptq_linear(be, src, *q, module(down), H, I, all_h, s));
     return e;
   }
   SPK_ASSIGN(HostWeight g, get_shaped(src, gate, {I, H}, missing));
@@ -189,7 +193,7 @@ Status MoeMlp::forward(Backend& be, Activations& a) const {
 
 uint64_t MoeMlp::bytes() const {
   uint64_t b = gate_w.nbytes() + (bias.empty() ? 0 : bias.nbytes());
-  for (const auto& e : experts) b += e.gate.nbytes() + e.up.nbytes() + e.down.nbytes();
+  for (const auto& e : experts) b += e.bytes();
   return b;
 }
 

@@ -28,9 +28,7 @@ Status CudaBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& e
   const float* wp = w.ptr<float>();
   void* sp = moe_scratch_.get();
   float* op = out.ptr<float>();
-  push([=](cudaStream_t s) { return cuda::moe_ffn_bf16(te, sh, xp, ip, wp, n, k, sp, tc, op, s); },
-       {op_id(OpId::moe_ffn), u(te), u(xp), u(ip), u(wp), u(sp), u(op), u(int64_t(n)), u(int64_t(k)),
-        u(int64_t(tc)), gen_});
+  launch(OpId::moe_ffn, cuda::moe_ffn_bf16, te, sh, xp, ip, wp, n, k, sp, tc, op, kStream);
   return ok_status();
 }
 
@@ -47,14 +45,7 @@ Status CudaBackend::moe_route(const Tensor& logits, const MoeRouteSpec& sp, cons
   int32_t* ip = ids.ptr<int32_t>();
   float* wp = w.ptr<float>();
   const int nt = static_cast<int>(n);
-  uint32_t scale_bits;
-  std::memcpy(&scale_bits, &sp.scaling, 4);
-  const uint64_t shape = (u(int64_t{sp.num_experts}) << 32) | (u(int64_t{sp.top_k}) << 16) |
-                         (u(int64_t{sp.n_group}) << 8) | u(int64_t{sp.topk_group});
-  const uint64_t flags = (u(int64_t{scale_bits}) << 8) | (sp.score == MoeScore::sigmoid ? 1 : 0) |
-                         (sp.norm_topk_prob ? 2 : 0) | (sp.shared ? 4 : 0) | (sp.shared_gated ? 8 : 0);
-  push([=](cudaStream_t s) { return cuda::moe_route(sp, lp, nt, bp, ip, wp, s); },
-       {op_id(OpId::moe_route), u(lp), u(bp), u(ip), u(wp), u(n), shape, flags, gen_});
+  launch(OpId::moe_route, cuda::moe_route, sp, lp, nt, bp, ip, wp, kStream);
   return ok_status();
 }
 
@@ -68,14 +59,17 @@ Result<const CudaBackend::MoeTable*> CudaBackend::moe_table(const std::vector<Ex
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   for (size_t i = 0; i < experts.size(); ++i) {
     const ExpertWeights& e = experts[i];
-    const bool ok = e.gate.rank() == 2 && e.gate.dtype == DType::bf16 && e.up.dtype == DType::bf16 &&
-                    e.down.dtype == DType::bf16 && e.gate.dim(1) == d && e.up.shape == e.gate.shape &&
-                    e.down.rank() == 2 && e.down.dim(0) == d && e.down.dim(1) == e.gate.dim(0);
+    const Tensor &g = e.gate.values, &u = e.up.values, &dn = e.down.values;
+    const bool dense = e.gate.format == WeightFormat::dense && e.up.format == WeightFormat::dense &&
+                       e.down.format == WeightFormat::dense;
+    const bool ok = dense && g.rank() == 2 && g.dtype == DType::bf16 && u.dtype == DType::bf16 &&
+                    dn.dtype == DType::bf16 && g.dim(1) == d && u.shape == g.shape && dn.rank() == 2 &&
+                    dn.dim(0) == d && dn.dim(1) == g.dim(0);
     if (!ok)
       return op_error("moe_ffn", "expert " + std::to_string(i) + ": gate " + describe(e.gate) + ", up " +
                                      describe(e.up) + ", down " + describe(e.down) + " for width " +
                                      std::to_string(d) + " (bf16 [inter, d] / [d, inter] expected)");
-    host[i] = {e.gate.ptr<bf16>(), e.up.ptr<bf16>(), e.down.ptr<bf16>(), static_cast<int>(e.gate.dim(0))};
+    host[i] = {g.ptr<bf16>(), u.ptr<bf16>(), dn.ptr<bf16>(), static_cast<int>(g.dim(0))};
     max_inter = std::max(max_inter, host[i].inter);
     vec = vec && host[i].inter % 8 == 0 && aligned(host[i].gate) && aligned(host[i].up) &&
           aligned(host[i].down);
@@ -99,8 +93,8 @@ Result<const CudaBackend::MoeTable*> CudaBackend::moe_table(const std::vector<Ex
 }
 
 Status CudaBackend::prepare_experts(const std::vector<ExpertWeights>& experts) {
-  if (experts.empty() || experts[0].gate.rank() != 2) return ok_status();  // moe_ffn names the problem
-  auto t = moe_table(experts, static_cast<int>(experts[0].gate.dim(1)));
+  if (experts.empty() || experts[0].gate.in <= 0) return ok_status();  // moe_ffn names the problem
+  auto t = moe_table(experts, static_cast<int>(experts[0].gate.in));
   return t.ok() ? ok_status() : Status(t.error());
 }
 
