@@ -22,7 +22,8 @@ struct StepShapes {
   // Mixture of experts (0 experts: dense): the widest layer's expert count (shared experts included),
   // routed slots per token and widest expert.
   int moe_experts = 0, moe_slots = 0, moe_max_inter = 0;
-  int moe_layers = 0;  // layers with experts (a backend may keep a table per layer)
+  int moe_layers = 0;          // layers with experts (a backend may keep a table per layer)
+  bool moe_quantized = false;  // some expert is in a quantized format (its kernels may need more scratch)
 };
 
 struct MemoryCounters {

@@ -141,6 +141,7 @@ class CudaBackend final : public Backend {
   [[nodiscard]] bool supports(WeightFormat f) const override {
     return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
   }
+  [[nodiscard]] bool supports_experts(WeightFormat f) const override { return supports(f); }
   Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
   Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -228,12 +229,16 @@ class CudaBackend final : public Backend {
   Status linear_w4a16(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& y);
   struct MoeTable {
     std::shared_ptr<void> storage;
-    const cuda::MoeExpert* dev = nullptr;
-    std::vector<cuda::MoeExpert> host;  // what dev holds
+    const cuda::MoeExpert* dev = nullptr;    // bf16 experts
+    std::vector<cuda::MoeExpert> host;       // what dev holds
+    const cuda::MoeExpertQ* qdev = nullptr;  // gptq-int4 experts (moe_w4a16.cu)
+    std::vector<cuda::MoeExpertQ> qhost;
+    int group_size = 0;
     int max_inter = 0;
     bool vec = true;  // every expert row 16-byte aligned: the kernels' vector loads
   };
   Result<const MoeTable*> moe_table(const std::vector<ExpertWeights>& experts, int d);  // moe
+  Result<const MoeTable*> moe_table_int4(const std::vector<ExpertWeights>& experts, int d);
 
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;

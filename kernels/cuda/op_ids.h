@@ -24,6 +24,7 @@ namespace spk::cuda {
   X(rope_and_cache, 45)        \
   X(attention_rope, 46)        \
   X(moe_ffn, 0x4D)             \
+  X(moe_ffn_w4a16, 14)         \
   X(moe_route, 0x52)           \
   X(external, 0xE7)
 

@@ -33,9 +33,10 @@ ScratchNeeds plan_scratch(const StepShapes& s, const AttnKnobs& k) {
   n.gemm_k = std::max(s.max_linear_in, 1);
   n.gemm = Gemm::bytes_for(n.gemm_tokens, n.gemm_k);
   if (s.moe_experts > 0) {
-    n.moe =
-        moe::carve(nullptr, T * std::max(s.moe_slots, 1), s.moe_experts, s.hidden, s.moe_max_inter, nullptr);
-    n.moe_tables = static_cast<size_t>(s.moe_layers) * s.moe_experts * sizeof(MoeExpert);
+    n.moe = moe::carve(nullptr, T * std::max(s.moe_slots, 1), s.moe_experts, s.hidden, s.moe_max_inter,
+                       nullptr, s.moe_quantized);
+    n.moe_tables = static_cast<size_t>(s.moe_layers) * s.moe_experts *
+                   (s.moe_quantized ? sizeof(MoeExpertQ) : sizeof(MoeExpert));
   }
   n.meta_tokens = static_cast<size_t>(T);
   n.meta_tiles = meta_tile_words(T, S);

@@ -66,8 +66,7 @@ uint64_t Transformer::decode_bytes(int batch) const {
     const MoeMlp& m = *l.moe;
     const int E = m.router.num_experts(), k = m.router.top_k();
     uint64_t routed = 0;
-    for (int e = 0; e < E; ++e)
-      routed += m.experts[e].bytes();
+    for (int e = 0; e < E; ++e) routed += m.experts[e].bytes();
     const double touched = 1.0 - std::pow(1.0 - static_cast<double>(k) / E, std::max(batch, 1));
     b -= routed - static_cast<uint64_t>(static_cast<double>(routed) * touched);
   }
@@ -125,8 +124,10 @@ StepShapes Transformer::step_shapes(const StepLimits& lim) const {
     ++s.moe_layers;
     s.moe_experts = std::max(s.moe_experts, static_cast<int>(L.moe->experts.size()));
     s.moe_slots = std::max(s.moe_slots, L.moe->slots());
-    for (const ExpertWeights& e : L.moe->experts)
+    for (const ExpertWeights& e : L.moe->experts) {
       s.moe_max_inter = std::max(s.moe_max_inter, static_cast<int>(e.inter()));
+      s.moe_quantized = s.moe_quantized || e.gate.format != WeightFormat::dense;
+    }
   }
   return s;
 }

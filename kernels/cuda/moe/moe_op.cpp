@@ -20,6 +20,13 @@ Status CudaBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& e
   SPK_ASSIGN(const MoeTable* tab, moe_table(experts, d));
   const cuda::MoeShape sh{static_cast<int>(experts.size()), d, tab->max_inter,
                           tab->vec && d % 8 == 0 && (reinterpret_cast<uintptr_t>(x.ptr<float>()) & 15) == 0};
+  if (tab->qdev) {  // gptq-int4 experts
+    SPK_TRY(
+        grow(moe_scratch_, cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr, true)));
+    launch(OpId::moe_ffn_w4a16, cuda::moe_ffn_w4a16, tab->qdev, sh, x.ptr<float>(), ids.ptr<int32_t>(),
+           w.ptr<float>(), n, k, moe_scratch_.get(), out.ptr<float>(), sm_count_, tab->group_size, kStream);
+    return ok_status();
+  }
   SPK_TRY(grow(moe_scratch_, cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr)));
   const bool tc = sh.vec && n >= moe_gemm_min_;
   const cuda::MoeExpert* te = tab->dev;
@@ -51,8 +58,64 @@ Status CudaBackend::moe_route(const Tensor& logits, const MoeRouteSpec& sp, cons
 
 // Keyed by the vector's address, checked against its contents on every call: a freed list whose
 // address a new one reuses (another model, a test) must not find the old pointers.
+namespace {
+
+// The kernel's view of a gptq-int4 expert weight [out x in], or an error naming what it does not take.
+Result<W4A16Weight> int4_view(const LinearWeight& lw, int64_t out, int64_t in, int group,
+                              const std::string& what) {
+  if (lw.format != WeightFormat::gptq_int4 || lw.out != out || lw.in != in || !lw.g_idx.empty() ||
+      lw.group_size != group || (group > 0 && group % 8 != 0) || out % 8 != 0 || in % 8 != 0)
+    return make_error(
+        "cuda moe_ffn: " + what + " is " + describe(lw) + (lw.g_idx.empty() ? "" : " with act-order g_idx") +
+            " (expected gptq-int4 [" + std::to_string(out) + " x " + std::to_string(in) + "], group " +
+            std::to_string(group) + ", no act-order: the int4 expert kernels read groups in input order)",
+        "quantize the experts without --desc-act, or serve this checkpoint with --backend cpu");
+  W4A16Weight k;
+  k.qweight = lw.values.ptr<int32_t>(), k.qzeros = lw.zeros.ptr<int32_t>();
+  k.scales = lw.scales.ptr<uint16_t>();
+  k.group_size = lw.group_size, k.N = static_cast<int>(out), k.K = static_cast<int>(in);
+  return k;
+}
+
+}  // namespace
+
+// The device table of a gptq-int4 expert list (moe_w4a16.cu).
+Result<const CudaBackend::MoeTable*> CudaBackend::moe_table_int4(const std::vector<ExpertWeights>& experts,
+                                                                 int d) {
+  std::vector<cuda::MoeExpertQ> host(experts.size());
+  const int group = experts[0].gate.group_size;
+  int max_inter = 0;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const ExpertWeights& e = experts[i];
+    const int64_t I = e.inter();
+    const std::string what = "expert " + std::to_string(i);
+    SPK_ASSIGN(host[i].gate, int4_view(e.gate, I, d, group, what + " gate"));
+    SPK_ASSIGN(host[i].up, int4_view(e.up, I, d, group, what + " up"));
+    SPK_ASSIGN(host[i].down, int4_view(e.down, d, I, group, what + " down"));
+    host[i].inter = static_cast<int>(I);
+    max_inter = std::max(max_inter, host[i].inter);
+  }
+  MoeTable& t = moe_tables_[experts.data()];
+  if (t.qdev != nullptr && t.qhost.size() == host.size() &&
+      std::memcmp(t.qhost.data(), host.data(), host.size() * sizeof(cuda::MoeExpertQ)) == 0)
+    return &t;
+  if (t.qdev != nullptr) SPK_TRY(before_move());  // replaced: nothing queued may still read the old table
+  t.qdev = nullptr;
+  SPK_TRY(dev_alloc(t.storage, host.size() * sizeof(cuda::MoeExpertQ),
+                    "the int4 expert table of a " + std::to_string(host.size()) + "-expert layer"));
+  SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpertQ),
+                            cudaMemcpyHostToDevice));
+  t.qdev = static_cast<const cuda::MoeExpertQ*>(t.storage.get());
+  t.qhost = std::move(host);
+  t.max_inter = max_inter;
+  t.group_size = group;
+  return &t;
+}
+
 Result<const CudaBackend::MoeTable*> CudaBackend::moe_table(const std::vector<ExpertWeights>& experts,
                                                             int d) {
+  if (!experts.empty() && experts[0].gate.format == WeightFormat::gptq_int4)
+    return moe_table_int4(experts, d);
   std::vector<cuda::MoeExpert> host(experts.size());
   int max_inter = 0;
   bool vec = d % 8 == 0;

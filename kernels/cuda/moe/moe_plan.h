@@ -27,7 +27,8 @@ struct Plan {
   int* tile_row0;   // [T]  tile -> first row inside the expert's group
   int* n_tiles;     // [1]
   int* order;       // [nk] slot indices grouped by expert
-  float* h;         // [nk, max_inter] f32: silu(gate) * up per slot (GEMV path)
+  float* h;         // [nk, max_inter] f32: silu(gate) * up per slot (GEMV path); gate alone (int4 path)
+  float* u;         // [nk, max_inter] f32: up per slot (int4 path, carved only for it; else null)
   float* y;         // [nk, d] f32: down_e(h) per slot, before the weighted combine
   bf16* xb;         // [nk, d] bf16: x rows in plan order (tensor-core path)
   bf16* hb;         // [nk, max_inter] bf16: h in plan order (tensor-core path)
@@ -37,8 +38,9 @@ struct Plan {
 inline int max_active(int nk, int E) { return nk < E ? nk : E; }
 inline int max_tiles(int nk, int E) { return nk / kTileRows + max_active(nk, E) + 1; }
 
-// Carves the plan out of `base` (nullptr: only counts). Returns the bytes used.
-inline size_t carve(void* base, int nk, int E, int d, int max_inter, Plan* p) {
+// Carves the plan out of `base` (nullptr: only counts). Returns the bytes used. gate_up_apart: the int4 path,
+// which accumulates gate and up apart (u).
+inline size_t carve(void* base, int nk, int E, int d, int max_inter, Plan* p, bool gate_up_apart = false) {
   size_t off = 0;
   auto take = [&](size_t bytes) {
     void* at = base ? static_cast<char*>(base) + off : nullptr;
@@ -59,6 +61,7 @@ inline size_t carve(void* base, int nk, int E, int d, int max_inter, Plan* p) {
   q.y = static_cast<float*>(take(n * d * sizeof(float)));
   q.xb = static_cast<bf16*>(take(n * d * sizeof(bf16)));
   q.hb = static_cast<bf16*>(take(n * max_inter * sizeof(bf16)));
+  q.u = gate_up_apart ? static_cast<float*>(take(n * max_inter * sizeof(float))) : nullptr;
   if (p) *p = q;
   return off;
 }
