@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/formats/gptq_int4.h"
+#include "runtime/model/linear_compressed_tensors.h"
 
 namespace spk::rt {
 namespace {
@@ -18,16 +19,31 @@ Tensor host_view(const HostWeight& hw) {
   return t;
 }
 
+void drop_plain_g_idx(LinearWeight& w) {
+  if (w.g_idx.empty()) return;
+  const int32_t* g = w.g_idx.ptr<const int32_t>();
+  bool plain = true;
+  for (int64_t c = 0; c < w.in && plain; ++c) plain = g[c] == c / w.group_size;
+  if (plain) w.g_idx = Tensor{};
+}
+
 Error shard_error(const std::string& prefix, const std::string& what) {
   return make_error("gptq-int4 module '" + prefix + "': " + what,
                     "use a tensor-parallel size whose shards keep whole packed words and scale groups "
                     "(or --tp 1 for this checkpoint)");
 }
 
-// The whole module as host views into the checkpoint, checked against the config. An act-order g_idx
-// that is the plain grouping c / group_size is dropped (AutoGPTQ writes one for every layer).
-Result<LinearWeight> host_module(const WeightSource& src, const QuantConfig& q, const std::string& prefix,
-                                 int64_t out, int64_t in) {
+// The whole module as gptq-int4 host tensors, checked against the config: views into the checkpoint
+// (GPTQ) or converted buffers (compressed-tensors), held by `keep`. An act-order g_idx that is the plain
+// grouping c / group_size is dropped (AutoGPTQ writes one for every layer).
+Result<ConvertedModule> host_module(const WeightSource& src, const QuantConfig& q, const std::string& prefix,
+                                    int64_t out, int64_t in) {
+  if (q.method == "compressed-tensors") {
+    SPK_ASSIGN(ConvertedModule m, compressed_tensors_module(src, q, prefix, out, in));
+    SPK_TRY(check_gptq_layout(m.w, prefix));
+    drop_plain_g_idx(m.w);
+    return m;
+  }
   LinearWeight w;
   w.format = WeightFormat::gptq_int4;
   w.out = out, w.in = in;
@@ -52,13 +68,8 @@ Result<LinearWeight> host_module(const WeightSource& src, const QuantConfig& q, 
                       "re-quantize the checkpoint with its g_idx, or fix desc_act in the config");
   }
   SPK_TRY(check_gptq_layout(w, prefix));
-  if (!w.g_idx.empty()) {
-    const int32_t* g = w.g_idx.ptr<const int32_t>();
-    bool plain = true;
-    for (int64_t c = 0; c < in && plain; ++c) plain = g[c] == c / w.group_size;
-    if (plain) w.g_idx = Tensor{};
-  }
-  return w;
+  drop_plain_g_idx(w);
+  return ConvertedModule{w, src.keepalive()};
 }
 
 // Rows [r0, r0 + rc) x columns [c0, c0 + cc) of the 2-D host tensor t: a view when whole rows are taken,
@@ -91,7 +102,8 @@ struct HostShard {
 
 Result<HostShard> host_shard(const WeightSource& src, const QuantConfig& q, const std::string& prefix,
                              int64_t out, int64_t in, ShardRange rows, ShardRange cols) {
-  SPK_ASSIGN(LinearWeight full, host_module(src, q, prefix, out, in));
+  SPK_ASSIGN(ConvertedModule mod, host_module(src, q, prefix, out, in));
+  const LinearWeight& full = mod.w;
   const int64_t ob = rows.begin, oc = rows.count, cb = cols.begin, cc = cols.count;
   if (ob < 0 || oc <= 0 || ob + oc > out || cb < 0 || cc <= 0 || cb + cc > in)
     return shard_error(prefix, "slice out [" + std::to_string(ob) + ", " + std::to_string(ob + oc) +
@@ -133,7 +145,7 @@ Result<HostShard> host_shard(const WeightSource& src, const QuantConfig& q, cons
                                        "use their own groups");
     }
   }
-  const std::shared_ptr<void> sk = src.keepalive();
+  const std::shared_ptr<void>& sk = mod.keep;
   s.w.values = slice2d(full.values, cb / 8, cc / 8, ob, oc, s.keep[0], sk);
   s.w.zeros = slice2d(full.zeros, g0, gc, ob / 8, oc / 8, s.keep[1], sk);
   s.w.scales = slice2d(full.scales, g0, gc, ob, oc, s.keep[2], sk);
