@@ -1,5 +1,7 @@
 // `sparkctl dev quantize`: a GPTQ 4-bit checkpoint from an unquantized one (round-to-nearest, the layout
-// GPTQ/AutoGPTQ/transformers write), plus optionally the fp32 checkpoint of its exact dequantized weights.
+// GPTQ/AutoGPTQ/transformers write; or with --format compressed-tensors the same weights in the
+// pack-quantized layout llm-compressor writes), plus optionally the fp32 checkpoint of its exact
+// dequantized weights.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -22,7 +24,7 @@ struct QuantizeFlags {
 int run_quantize(const QuantizeFlags& f, const Context& ctx) {
   rt::QuantizeOptions o;
   o.in_dir = f.in, o.out_dir = f.out, o.dequantized_out = f.dequantized_out;
-  o.group_size = f.group_size, o.desc_act = f.desc_act, o.sym = !f.asym;
+  o.group_size = f.group_size, o.desc_act = f.desc_act, o.sym = !f.asym, o.format = f.format;
   auto r = rt::quantize_checkpoint(o);
   if (!r.ok()) {
     print_error("dev quantize", r.error().what());
@@ -42,10 +44,11 @@ int run_quantize(const QuantizeFlags& f, const Context& ctx) {
     std::cout << json_text(j) << "\n";
   } else {
     std::printf(
-        "wrote %s: gptq 4-bit group %d%s%s, %zu linear modules quantized, %zu tensors kept, %.1f MB -> %.1f "
+        "wrote %s: %s 4-bit group %d%s%s, %zu linear modules quantized, %zu tensors kept, %.1f MB -> %.1f "
         "MB\n",
-        f.out.c_str(), f.group_size, f.asym ? " asym" : " sym", f.desc_act ? " desc_act" : "", r->quantized,
-        r->dense, static_cast<double>(r->bytes_in) / 1e6, static_cast<double>(r->bytes_out) / 1e6);
+        f.out.c_str(), f.format.c_str(), f.group_size, f.asym ? " asym" : " sym",
+        f.desc_act ? " desc_act" : "", r->quantized, r->dense, static_cast<double>(r->bytes_in) / 1e6,
+        static_cast<double>(r->bytes_out) / 1e6);
     if (!f.dequantized_out.empty())
       std::printf("wrote %s: the dequantized weights in fp32\n", f.dequantized_out.c_str());
   }
@@ -61,7 +64,9 @@ void setup_dev_quantize(CLI::App& app, Context& ctx) {
                                 "write a quantized checkpoint from an unquantized one (round-to-nearest)");
   s->add_option("--in", f->in, "unquantized HF checkpoint directory (bf16/f16/f32)")->required();
   s->add_option("--out", f->out, "output checkpoint directory")->required();
-  s->add_option("--format", f->format, "quantized format")->check(CLI::IsMember({"gptq"}));
+  s->add_option("--format", f->format,
+                "gptq (default) or compressed-tensors (pack-quantized W4A16; --desc-act: actorder group)")
+      ->check(CLI::IsMember({"gptq", "compressed-tensors"}));
   s->add_option("--group-size", f->group_size, "input columns per scale group (-1: one group per row)");
   s->add_flag("--desc-act", f->desc_act, "act order: write a g_idx that permutes the groups");
   s->add_flag("--asym", f->asym, "min/max zero points instead of GPTQ's symmetric zero 8");

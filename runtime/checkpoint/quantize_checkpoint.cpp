@@ -9,6 +9,7 @@
 #include "kernels/base/fs.h"
 #include "kernels/formats/gptq_int4.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/quantize_compressed_tensors.h"
 #include "runtime/model/model_config.h"
 
 namespace spk::rt {
@@ -70,12 +71,17 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o) {
   if (o.group_size != -1 && (o.group_size < 8 || o.group_size % 8 != 0))
     return make_error("--group-size " + std::to_string(o.group_size) + " is not -1 or a multiple of 8",
                       "use 128 (the usual), 32, 64 or -1 (one group per row)");
+  if (o.format != "gptq" && o.format != "compressed-tensors")
+    return make_error("--format " + o.format + " is not built", "use gptq or compressed-tensors");
+  const bool ct = o.format == "compressed-tensors";
   SPK_ASSIGN(Checkpoint ck, Checkpoint::open(o.in_dir));
   SPK_ASSIGN(std::string config_text, read_file(o.in_dir + "/config.json"));
   json config = json::parse(config_text);
 
   QuantizeReport rep;
   std::map<std::string, GptqTensors> q;  // module prefix -> its quantized tensors
+  std::map<std::string, CtTensors> cq;   // the same as compressed-tensors (--format compressed-tensors)
+  bool has_router = false;
   std::map<std::string, std::vector<float>>
       deq;  // module prefix -> dequantized [out, in] (with --dequantized-out)
   std::vector<TensorSpec> specs, deq_specs;
@@ -84,6 +90,7 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o) {
     const TensorInfo* info = ck.info(name);
     rep.bytes_in += info->nbytes();
     const bool weight = name.ends_with(".weight");
+    has_router = has_router || name.ends_with(".mlp.gate.weight");
     const std::string prefix = weight ? name.substr(0, name.size() - 7) : name;
     if (weight && is_linear_module(prefix) && info->shape.size() != 2)
       return make_error("tensor '" + name + "' is " + std::to_string(info->shape.size()) +
@@ -105,10 +112,18 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o) {
     const std::vector<float> w = to_f32(v);
     GptqTensors t = gptq_quantize_rtn(w.data(), out, in, o.group_size, o.sym, o.desc_act);
     const int64_t groups = t.groups();
-    specs.push_back({prefix + ".qweight", DType::i32, {in / 8, out}});
-    specs.push_back({prefix + ".qzeros", DType::i32, {groups, out / 8}});
-    specs.push_back({prefix + ".scales", DType::f16, {groups, out}});
-    specs.push_back({prefix + ".g_idx", DType::i32, {in}});
+    if (ct) {
+      CtTensors c = gptq_to_compressed_tensors(
+          t, is_float && info->dtype != DType::f32 ? info->dtype : DType::f32, o.sym, o.desc_act);
+      for (const std::string& f : c.fields())
+        specs.push_back({prefix + "." + f, c.field(f).dtype, c.field(f).shape});
+      cq[prefix] = std::move(c);
+    } else {
+      specs.push_back({prefix + ".qweight", DType::i32, {in / 8, out}});
+      specs.push_back({prefix + ".qzeros", DType::i32, {groups, out / 8}});
+      specs.push_back({prefix + ".scales", DType::f16, {groups, out}});
+      specs.push_back({prefix + ".g_idx", DType::i32, {in}});
+    }
     if (!o.dequantized_out.empty()) {
       std::vector<float> d(static_cast<size_t>(out * in));
       gptq_dequantize(gptq_host_weight(t, o.desc_act), d.data());
@@ -121,6 +136,10 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o) {
   auto fill = [&](const TensorSpec& s, uint8_t* dst, uint64_t nbytes) {
     const size_t dot = s.name.rfind('.');
     const std::string prefix = s.name.substr(0, dot), field = s.name.substr(dot + 1);
+    if (auto it = cq.find(prefix); it != cq.end() && field.starts_with("weight_")) {
+      std::memcpy(dst, it->second.field(field).data, nbytes);
+      return;
+    }
     if (auto it = q.find(prefix); it != q.end() && field != "weight" && field != "bias") {
       const GptqTensors& t = it->second;
       const void* p = field == "qweight"  ? static_cast<const void*>(t.qweight.data())
@@ -145,6 +164,12 @@ Result<QuantizeReport> quantize_checkpoint(const QuantizeOptions& o) {
              {"group_size", o.group_size}, {"sym", o.sym},
              {"desc_act", o.desc_act},     {"checkpoint_format", "gptq"}};
   if (!not_convert.empty()) qc["modules_to_not_convert"] = not_convert;
+  if (ct) {  // llm-compressor's ignore: the LM head, MoE routers (by regex) and the modules left dense
+    json ignore = json::array({"lm_head"});
+    if (has_router) ignore.push_back("re:.*mlp\\.gate$");
+    for (const auto& m : not_convert) ignore.push_back(m);
+    qc = compressed_tensors_config(o.group_size, o.sym, o.desc_act, ignore);
+  }
   json qconfig = config;
   qconfig["quantization_config"] = qc;
   SPK_TRY(write_file_atomic(o.out_dir + "/config.json", qconfig.dump(2) + "\n"));

@@ -168,7 +168,7 @@ TEST(GptqModel, BadCheckpointsRefusedByName) {
     EXPECT_NE(e.find("\"quantization_config.bits\" is 8"), std::string::npos) << e;
     EXPECT_NE(e.find("not built yet"), std::string::npos) << e;
   }
-  for (const char* method : {"awq", "compressed-tensors", "fp8", "mxfp4", "modelopt"}) {
+  for (const char* method : {"awq", "fp8", "mxfp4", "modelopt"}) {
     const fs::path dir = copy_dir(p.gptq, "bad_method");
     edit_config(dir.string(), [&](nlohmann::json& j) { j["quantization_config"]["quant_method"] = method; });
     const std::string e = load_error(dir.string());
