@@ -1,6 +1,7 @@
 #include "runtime/model/linear_compressed_tensors.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -70,6 +71,12 @@ class Reader {
   int group_;
 };
 
+std::string float_text(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
 float scale_value(const HostWeight& s, size_t i) {
   if (s.dtype == DType::f32) {
     float f;
@@ -131,7 +138,7 @@ Result<ConvertedModule> compressed_tensors_module(const WeightSource& src, const
       const float v = scale_value(sc, static_cast<size_t>(o * groups + g));
       const uint16_t h = f32_to_f16(v);
       if (f16_to_f32(h) != v || !std::isfinite(v))
-        return r.error("weight_scale", "holds " + std::to_string(v) + " at [" + std::to_string(o) + ", " +
+        return r.error("weight_scale", "holds " + float_text(v) + " at [" + std::to_string(o) + ", " +
                                            std::to_string(g) +
                                            "], which f16 does not hold exactly; gptq-int4 (which this "
                                            "build loads compressed-tensors into) keeps f16 scales");

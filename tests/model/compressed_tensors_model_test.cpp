@@ -19,6 +19,7 @@
 #include "runtime/checkpoint/quantize_checkpoint.h"
 #include "runtime/checkpoint/synth_model.h"
 #include "runtime/model/model.h"
+#include "runtime/model/quant_config.h"
 
 namespace spk::test {
 namespace {
@@ -269,6 +270,25 @@ fs::path rewrite_tensor(const Pair& p, const std::string& tag, const std::string
   return dir;
 }
 
+TEST(CompressedTensorsModel, IgnoreListWithRegexes) {
+  const json q = json::parse(R"({"quant_method": "compressed-tensors", "format": "pack-quantized",
+      "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": null,
+        "weights": {"num_bits": 4, "type": "int", "symmetric": true, "strategy": "channel", "group_size": null}}},
+      "ignore": ["lm_head", "model.layers.0.self_attn.q_proj", "re:.*mlp\\.gate$", "re:model\\.layers\\.1\\..*down"]})");
+  auto c = rt::parse_quant_config(q, "config.json");
+  ASSERT_TRUE(c.ok()) << c.error().what();
+  EXPECT_EQ(c->group_size, -1);
+  EXPECT_EQ(c->describe(), "compressed-tensors pack-quantized 4-bit, group -1 (one group), sym");
+  EXPECT_FALSE(c->quantizes("lm_head"));
+  EXPECT_FALSE(c->quantizes("model.layers.0.self_attn.q_proj"));
+  EXPECT_TRUE(c->quantizes("model.layers.0.self_attn.k_proj"));
+  EXPECT_FALSE(c->quantizes("model.layers.3.mlp.gate"));
+  EXPECT_TRUE(c->quantizes("model.layers.3.mlp.gate_proj"));
+  EXPECT_FALSE(c->quantizes("model.layers.1.mlp.down_proj"));
+  EXPECT_TRUE(c->quantizes("model.layers.11.mlp.down_proj"));  // re.match anchors at the start only
+  EXPECT_TRUE(c->quantizes("model.layers.2.mlp.down_proj"));
+}
+
 TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
   const Pair p = quantize(Arch::llama, "llama_bad", 32, false, true);
   auto expect_in = [](const std::string& e, const std::string& want) {
@@ -300,6 +320,34 @@ TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
     expect_in(load_error(dir.string()),
               "tensor 'model.layers.0.self_attn.q_proj.weight_scale' is [64, 2] BF16");
     expect_in(load_error(dir.string()), "expects [64, 4] BF16 or F16 or F32");
+  }
+  {  // an asymmetric zero point of -8 (stored nibble 0): GPTQ's zero - 1 cannot hold it
+    const Pair a = quantize(Arch::llama, "llama_bad_asym", 32, false, false);
+    const std::string bad = "model.layers.0.self_attn.k_proj.weight_zero_point";
+    auto ck = rt::Checkpoint::open(a.ct);
+    ASSERT_TRUE(ck.ok());
+    const std::vector<int64_t> shape = ck->info(bad)->shape;
+    const fs::path dir = rewrite_tensor(a, "bad_zero", bad, shape, [](uint8_t* d) {
+      uint32_t w;
+      std::memcpy(&w, d, 4);
+      w &= ~0xF0u;  // output 1, group 0
+      std::memcpy(d, &w, 4);
+    });
+    expect_in(load_error(dir.string()),
+              "tensor '" + bad + "' holds zero point -8 (stored 0) for output 1, group 0; gptq-int4");
+  }
+  {  // a bf16 scale that f16 does not hold exactly
+    const std::string bad = "model.layers.0.mlp.up_proj.weight_scale";
+    auto ck = rt::Checkpoint::open(p.ct);
+    ASSERT_TRUE(ck.ok());
+    ASSERT_EQ(ck->info(bad)->dtype, DType::bf16);
+    const std::vector<int64_t> shape = ck->info(bad)->shape;
+    const fs::path dir = rewrite_tensor(p, "bad_scale", bad, shape, [](uint8_t* d) {
+      const uint16_t b = f32_to_bf16(1e-7f);
+      std::memcpy(d + 2 * 3, &b, 2);  // output 1, group 1 (hidden 64: 2 groups of 32)
+    });
+    expect_in(load_error(dir.string()),
+              "tensor '" + bad + "' holds 1.00117177e-07 at [1, 1], which f16 does not hold");
   }
   const std::string kq = "\"quantization_config.";
   struct Case {
