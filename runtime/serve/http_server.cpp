@@ -241,7 +241,10 @@ HttpServer::HttpServer(HttpConfig cfg, Engine& engine, std::shared_ptr<const Tok
   fc.max_queued = cfg_.max_queued;
   FrontHooks hooks;
   hooks.classify = [this](const RequestHead& h) { return classify(h); };
-  hooks.handle = [this](int fd, const std::string& request) { return svr_->serve(fd, request); };
+  hooks.handle = [this](int fd, const std::string& request) {
+    const auto large = trimmer_.track(request.size());  // trims once the last large one is done
+    return svr_->serve(fd, request);
+  };
   hooks.error = [](int status, const std::string& message) {
     FrontResponse r;
     r.status = status;
@@ -267,6 +270,8 @@ Status HttpServer::bind() {
   if (cfg_.api_key.empty())
     return make_error("no API key configured", "export the variable named by --api-key-env");
   raise_fd_limit();
+  if (const int arenas = bound_malloc_arenas(cfg_.malloc_arena_max); arenas > 0)
+    spdlog::info("malloc: at most {} arenas (MALLOC_ARENA_MAX overrides)", arenas);
   bool ok;
   if (cfg_.port == 0) {
     bound_port_ = svr_->bind_to_any_port(cfg_.host);

@@ -19,6 +19,7 @@
 #include "kernels/base/status.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/serve/engine.h"
+#include "runtime/serve/heap_release.h"
 #include "runtime/serve/http_front.h"
 #include "runtime/serve/metrics.h"
 #include "runtime/serve/output_parser.h"
@@ -48,7 +49,8 @@ struct HttpConfig {
   size_t max_queued = 1024;
   size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
   size_t max_stored_response_bytes = ResponseStore::kDefaultMaxBytes;  // and their serialised bytes
-  OutputParsing parsing;  // --tool-call-parser / --reasoning-parser ("" = none)
+  int malloc_arena_max = 4;  // glibc arenas, bounded at bind() (heap_release.h); 0 = glibc's default
+  OutputParsing parsing;     // --tool-call-parser / --reasoning-parser ("" = none)
   nlohmann::ordered_json default_chat_template_kwargs =
       nlohmann::ordered_json::object();  // under the request's
 };
@@ -82,6 +84,7 @@ class HttpServer {
   int bound_port_ = 0;
   int64_t created_ = 0;
   ResponseStore responses_;
+  HeapTrimmer trimmer_;  // after large requests (heap_release.h)
 };
 
 }  // namespace spk::rt
