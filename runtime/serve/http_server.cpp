@@ -15,7 +15,9 @@
 #include <cstring>
 
 #include "runtime/serve/api_front.h"
+#include "runtime/serve/buffered_stream.h"
 #include "runtime/serve/completion_handler.h"
+#include "runtime/serve/http_metrics.h"
 #include "runtime/serve/messages_api.h"
 #include "runtime/serve/peer_socket.h"
 #include "runtime/serve/responses_api.h"
@@ -49,22 +51,6 @@ const char* route_label(const std::string& path) {
   return "other";
 }
 
-// The /v1/responses store in /metrics (Prometheus text, after Metrics::render's lines).
-std::string store_metrics(const ResponseStoreStats& s) {
-  std::string o;
-  auto metric = [&o](const char* name, const char* type, const char* help, uint64_t v) {
-    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-         std::to_string(v) + "\n";
-  };
-  metric("sparkctl_responses_stored", "gauge", "Responses kept for previous_response_id and GET.", s.entries);
-  metric("sparkctl_responses_stored_bytes", "gauge", "Serialised bytes of the responses kept.", s.bytes);
-  metric("sparkctl_responses_store_max_bytes", "gauge", "The store's byte budget.", s.max_bytes);
-  metric("sparkctl_responses_evicted_total", "counter", "Stored responses evicted to make room.", s.evicted);
-  metric("sparkctl_responses_not_stored_total", "counter",
-         "Responses with store: true not kept, larger than the whole byte budget alone.", s.refused);
-  return o;
-}
-
 // Anthropic's clients get Anthropic's error shape, everyone else OpenAI's.
 bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
@@ -94,77 +80,6 @@ class OpenAiFront : public ApiFront {
 
  private:
   bool finished_ = false;
-};
-
-void ip_and_port(const sockaddr_storage& ss, std::string& ip, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-    port = ntohs(a->sin6_port);
-  }
-  ip = buf;
-}
-
-// A request the front already holds in full, replayed to cpp-httplib's parser; the answer goes
-// straight to the socket (non-blocking: each wait for room is bounded by the write timeout).
-class BufferedStream : public httplib::Stream {
- public:
-  BufferedStream(int fd, const std::string& request, int write_timeout_ms)
-      : fd_(fd), in_(request), timeout_ms_(write_timeout_ms) {}
-  bool is_readable() const override { return pos_ < in_.size(); }
-  bool is_writable() const override {
-    pollfd p{fd_, POLLOUT, 0};
-    return ::poll(&p, 1, timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP)) && !peer_hung_up(fd_);
-  }
-  ssize_t read(char* ptr, size_t size) override {
-    const size_t n = std::min(size, in_.size() - pos_);
-    std::memcpy(ptr, in_.data() + pos_, n);
-    pos_ += n;
-    return static_cast<ssize_t>(n);
-  }
-  ssize_t write(const char* ptr, size_t size) override {
-    size_t off = 0;
-    while (off < size) {
-      const ssize_t n = ::send(fd_, ptr + off, size - off, MSG_NOSIGNAL);
-      if (n > 0) {
-        off += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd_, POLLOUT, 0};
-        if (::poll(&p, 1, timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP))) continue;
-      }
-      failed_ = true;
-      return -1;
-    }
-    return static_cast<ssize_t>(size);
-  }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, ip, port);
-  }
-  socket_t socket() const override { return fd_; }
-  [[nodiscard]] bool failed() const { return failed_; }
-  [[nodiscard]] bool consumed() const { return pos_ == in_.size(); }
-
- private:
-  int fd_;
-  const std::string& in_;
-  size_t pos_ = 0;
-  int timeout_ms_;
-  bool failed_ = false;
 };
 
 // cpp-httplib's listener accepts, and runs this task inline on its own thread: the socket goes to the
@@ -237,6 +152,7 @@ HttpServer::HttpServer(HttpConfig cfg, Engine& engine, std::shared_ptr<const Tok
   fc.head_timeout = std::chrono::milliseconds(cfg_.head_timeout_ms);
   fc.body_timeout = std::chrono::milliseconds(cfg_.body_timeout_ms);
   fc.max_connections = cfg_.max_connections;
+  fc.max_connections_per_peer = cfg_.max_connections_per_peer;
   fc.workers = cfg_.threads;
   fc.max_queued = cfg_.max_queued;
   FrontHooks hooks;
@@ -336,7 +252,9 @@ Verdict HttpServer::classify(const RequestHead& h) {
   }
   if (h.path == "/metrics") {
     if (!get) return only("GET");
-    return answer(200, metrics_.render(cfg_.served_model_name) + store_metrics(responses_.stats()),
+    return answer(200,
+                  metrics_.render(cfg_.served_model_name) + store_metrics(responses_.stats()) +
+                      front_metrics(front_->stats()),
                   "text/plain; version=0.0.4");
   }
   if (h.path == "/v1/models") {

@@ -46,6 +46,7 @@ struct HttpConfig {
   int head_timeout_ms = 5000;
   int body_timeout_ms = 10000;
   size_t max_connections = 4096;
+  size_t max_connections_per_peer = 1024;  // of them from one client IP (http_front.h)
   size_t max_queued = 1024;
   size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
   size_t max_stored_response_bytes = ResponseStore::kDefaultMaxBytes;  // and their serialised bytes
