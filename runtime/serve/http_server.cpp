@@ -17,6 +17,7 @@
 #include "runtime/serve/api_front.h"
 #include "runtime/serve/buffered_stream.h"
 #include "runtime/serve/completion_handler.h"
+#include "runtime/serve/http_errors.h"
 #include "runtime/serve/http_metrics.h"
 #include "runtime/serve/messages_api.h"
 #include "runtime/serve/peer_socket.h"
@@ -26,39 +27,9 @@ namespace spk::rt {
 
 namespace {
 
-std::string error_text(const ApiError& e) {
-  return e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_text(e), "application/json");
-}
-
-// Constant-time comparison: the time taken does not reveal how much of the key matched.
-bool same_key(const std::string& a, const std::string& b) {
-  unsigned char d = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    d |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return d == 0 && !b.empty();
-}
-
-const char* route_label(const std::string& path) {
-  for (const char* r : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/responses",
-                        "/v1/messages", "/v1/messages/count_tokens", "/metrics"})
-    if (path == r) return r;
-  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
-  return "other";
-}
-
-// Anthropic's clients get Anthropic's error shape, everyone else OpenAI's.
-bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
-
-const char* kAuthHelp =
-    "invalid or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')";
-
-std::string error_text_for(const std::string& path, const ApiError& e) {
-  return anthropic_path(path) ? dump_json(anthropic_error_body(e.status, e.message)) : error_text(e);
 }
 
 void send_body(httplib::Response& res, int status, const nlohmann::json& body) {
@@ -215,91 +186,6 @@ void HttpServer::stop() {
 
 FrontStats HttpServer::front_stats() const { return front_->stats(); }
 
-// Decided on the head alone, on the front thread: nothing here waits for the engine.
-Verdict HttpServer::classify(const RequestHead& h) {
-  Verdict v;
-  auto answer = [&](int status, const std::string& body, const char* type = "application/json") {
-    v.response.status = status;
-    v.response.body = body;
-    v.response.content_type = type;
-    return v;
-  };
-  auto error = [&](const ApiError& e) { return answer(e.status, error_text(e)); };
-  auto only = [&](const char* method) {
-    v.response.headers.emplace_back("Allow", method);
-    return error(api_error(405,
-                           "method " + h.method + " is not allowed on " + h.path + " (use " + method + ")",
-                           {}, "invalid_request_error", "method_not_allowed"));
-  };
-  const bool get = h.method == "GET" || h.method == "HEAD";
-  if (h.path == "/health") {
-    if (!get) return only("GET");
-    // The engine's own progress, so a watcher can tell busy (steps advancing) from hung.
-    const EngineProgress p = engine_.progress();
-    const Gauges g = engine_.gauges();
-    nlohmann::json j{{"status", "ok"},
-                     {"engine",
-                      {{"steps", p.steps},
-                       {"idle", p.idle},
-                       {"stalled_ms", p.stalled_ms},
-                       {"running", g.running},
-                       {"waiting", g.waiting}}}};
-    return answer(200, j.dump());
-  }
-  if (!authorized(h.field("Authorization"), h.field("x-api-key"))) {
-    const ApiError e = api_error(401, kAuthHelp, {}, "invalid_request_error", "invalid_api_key");
-    return answer(401, error_text_for(h.path, e));
-  }
-  if (h.path == "/metrics") {
-    if (!get) return only("GET");
-    return answer(200,
-                  metrics_.render(cfg_.served_model_name) + store_metrics(responses_.stats()) +
-                      front_metrics(front_->stats()),
-                  "text/plain; version=0.0.4");
-  }
-  if (h.path == "/v1/models") {
-    if (!get) return only("GET");
-    if (h.field("anthropic-version") != nullptr)  // the Anthropic SDK's page shape
-      return answer(200, anthropic_models_response(cfg_.served_model_name, created_)
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    return answer(200, models_response(cfg_.served_model_name, created_, engine_.config().max_model_len)
-                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-  if (h.path.rfind("/v1/responses/", 0) == 0) {
-    if (!get) return only("GET");
-    const std::string id = h.path.substr(std::string("/v1/responses/").size());
-    if (auto r = responses_.get(id)) return answer(200, r->response_text);  // serialised when stored
-    return error(api_error(
-        404,
-        "Response with id '" + id.substr(0, 100) + "' not found (responses are kept in memory, the latest " +
-            std::to_string(responses_.capacity()) + " within " +
-            std::to_string(responses_.max_bytes() >> 20) + " MiB, and only with store: true)",
-        {}, "invalid_request_error", "response_not_found"));
-  }
-  if (h.path == "/v1/completions" || h.path == "/v1/chat/completions" || h.path == "/v1/responses" ||
-      h.path == "/v1/messages" || h.path == "/v1/messages/count_tokens") {
-    if (h.method != "POST") {
-      v.response.headers.emplace_back("Allow", "POST");
-      return answer(
-          405,
-          error_text_for(h.path,
-                         api_error(405, "method " + h.method + " is not allowed on " + h.path + " (use POST)",
-                                   {}, "invalid_request_error", "method_not_allowed")));
-    }
-    v.dispatch = true;
-    v.body_expected = true;
-    return v;
-  }
-  return error(api_error(404, "no route " + h.method + " " + h.path.substr(0, 200), {}, "NotFoundError"));
-}
-
-bool HttpServer::authorized(const std::string* bearer, const std::string* x_api_key) const {
-  const std::string prefix = "Bearer ";
-  if (bearer && bearer->rfind(prefix, 0) == 0 && same_key(bearer->substr(prefix.size()), cfg_.api_key))
-    return true;
-  return x_api_key && same_key(*x_api_key, cfg_.api_key);
-}
-
 // The handler threads' part: only whole, authenticated POSTs to the generation routes get here.
 void HttpServer::routes() {
   auto& s = *svr_;
@@ -451,6 +337,25 @@ void HttpServer::routes() {
     const bool stream = r.api.stream;
     drive(req, res, gen, std::make_shared<ResponsesFront>(std::move(r), cfg_.served_model_name, &responses_),
           stream);
+  });
+  // The stored text is sent from the store's own copy (shared, no copy per reader), in 1 MiB pieces.
+  s.Get(R"(/v1/responses/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto r = responses_.get(id);
+    if (!r)
+      return send_error(res, api_error(404,
+                                       "Response with id '" + id.substr(0, 100) +
+                                           "' not found (responses are kept in memory, the latest " +
+                                           std::to_string(responses_.capacity()) + " within " +
+                                           std::to_string(responses_.max_bytes() >> 20) +
+                                           " MiB, and only with store: true)",
+                                       {}, "invalid_request_error", "response_not_found"));
+    res.status = 200;
+    res.set_content_provider(r->response_text.size(), "application/json",
+                             [r](size_t offset, size_t length, httplib::DataSink& sink) {
+                               return sink.write(r->response_text.data() + offset,
+                                                 std::min<size_t>(length, 1u << 20));
+                             });
   });
   s.Post("/v1/completions", generate(false));
   s.Post("/v1/chat/completions", generate(true));
