@@ -3,61 +3,22 @@
 // server closes one), the real clients from 127.0.0.1 (fresh connections and one keep-alive connection
 // that pauses between requests). Before: the oldest waiting socket made room, and a real client's fresh
 // socket is the oldest for the milliseconds before its head arrives; real clients got 3 answers in 124.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "runtime/serve/peer_ledger.h"
 #include "tests/serve/live_server.h"
+#include "tests/serve/wire_load.h"
 
 namespace spk::rt {
 namespace {
 
-// A connected socket from `source` (a loopback address) to 127.0.0.1:port, or -1.
-int connect_from(const char* source, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, source, &a.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// `n` idle sockets from `source`, each reconnected as soon as the server closes it, until `stop`.
-void flood(const char* source, int port, int n, const std::atomic<bool>& stop) {
-  std::vector<pollfd> fds;
-  for (int i = 0; i < n; ++i) fds.push_back({connect_from(source, port), POLLIN, 0});
-  while (!stop) {
-    if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
-    for (auto& p : fds) {
-      if (!p.revents) continue;
-      ::close(p.fd);
-      p.fd = connect_from(source, port);
-      p.revents = 0;
-    }
-  }
-  for (auto& p : fds) ::close(p.fd);
-}
+using spk::test::flood;
 
 struct Counts {
   int fresh_ok = 0, fresh = 0, kept_ok = 0, kept = 0;
@@ -96,10 +57,7 @@ std::string metrics_text(const testing::LiveServer& live) {
 class ConnectionFlood : public ::testing::Test {
  protected:
   void start(size_t per_peer) {
-    if (const int fd = connect_from("127.0.0.2", 9); fd >= 0)
-      ::close(fd);
-    else if (errno == EADDRNOTAVAIL)
-      GTEST_SKIP() << "no 127.0.0.2 on this host's loopback";
+    if (!spk::test::second_loopback_address()) GTEST_SKIP() << "no 127.0.0.2 on this host's loopback";
     HttpConfig hc;
     hc.api_key = "k";
     hc.served_model_name = "tiny";

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -14,50 +13,25 @@
 #include <vector>
 
 #include "tests/serve/live_server.h"
+#include "tests/serve/wire_load.h"
 
 namespace spk::rt {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
-// A stored response of about `bytes` (it echoes the request's unused tools).
+using spk::test::Latency;
+
+// A stored response of about `bytes` (it echoes the request's unused tools); its id, "" on failure.
 std::string store_large_response(const testing::LiveServer& live, size_t bytes) {
-  json tools = json::array();
-  for (size_t n = 0, i = 0; n < bytes; ++i) {
-    json t{{"type", "function"},
-           {"name", "tool_" + std::to_string(i)},
-           {"description", "an unused tool, number " + std::to_string(i)},
-           {"parameters", {{"type", "object"}}}};
-    n += t.dump().size() + 1;
-    tools.push_back(std::move(t));
-  }
-  const json body{{"model", "tiny"}, {"input", "hi"},         {"max_output_tokens", 2},
-                  {"store", true},   {"tool_choice", "none"}, {"tools", tools}};
-  auto r = live.client("k").Post("/v1/responses", body.dump(), "application/json");
+  auto r = live.client("k").Post("/v1/responses", spk::test::large_responses_body("tiny", bytes),
+                                 "application/json");
   if (!r || r->status != 200) return "";
   return json::parse(r->body)["id"];
 }
 
-struct Latency {
-  double median_ms = 0, worst_ms = 0;
-};
-
-// `probes` GETs of `path`, a fresh connection each, 50 ms apart; a failed one counts as 10 s.
 Latency probe(const testing::LiveServer& live, const std::string& path, int probes) {
-  std::vector<double> ms;
-  for (int i = 0; i < probes; ++i) {
-    httplib::Client c("127.0.0.1", live.port());
-    c.set_bearer_token_auth("k");
-    c.set_read_timeout(10, 0);
-    const auto t0 = Clock::now();
-    auto r = c.Get(path);
-    const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    ms.push_back(r && r->status == 200 ? t : 10000.0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms.back()};
+  return spk::test::probe(live.port(), path, "k", probes);
 }
 
 TEST(FrontThread, HealthAndMetricsStayFastBesideReadsOfALargeStoredResponse) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/serve/live_server.h"
+#include "tests/serve/wire_load.h"
 
 namespace spk::rt {
 namespace {
@@ -25,34 +26,13 @@ size_t rss_bytes() {
   return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
-// A valid /v1/messages request of about `bytes`: many small tools, none used (tool_choice none).
-std::string large_messages_body(size_t bytes) {
-  nlohmann::json tools = nlohmann::json::array();
-  size_t n = 0;
-  for (int i = 0; n < bytes; ++i) {
-    nlohmann::json t{
-        {"name", "tool_" + std::to_string(i)},
-        {"description", "does a small thing number " + std::to_string(i)},
-        {"input_schema",
-         {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}, {"b", {{"type", "integer"}}}}}}}};
-    n += t.dump().size() + 1;
-    tools.push_back(std::move(t));
-  }
-  nlohmann::json body{{"model", "tiny"},
-                      {"max_tokens", 2},
-                      {"tool_choice", {{"type", "none"}}},
-                      {"tools", std::move(tools)},
-                      {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
-  return body.dump();
-}
-
 TEST(HeapRelease, RssComesBackAfterABurstOfLargeRequests) {
   testing::LiveServer live;
   HttpConfig hc;
   hc.api_key = "k";
   hc.served_model_name = "tiny";
   live.start(hc);
-  const std::string body = large_messages_body(1u << 20);
+  const std::string body = spk::test::large_messages_body("tiny", 1u << 20);
   auto post = [&] {
     auto c = live.client();
     auto r = c.Post("/v1/messages", {{"x-api-key", "k"}}, body, "application/json");
