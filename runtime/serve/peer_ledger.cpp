@@ -82,18 +82,24 @@ int PeerLedger::peer_victim(const std::string& peer) const {
 }
 
 int PeerLedger::victim() const {
-  for (const Queue Peer::*q : {&Peer::silent, &Peer::spoken}) {
-    const Peer* best = nullptr;
-    for (const auto& [addr, p] : peers_) {
-      const Queue& mine = p.*q;
-      if (mine.empty()) continue;
-      if (!best || p.held > best->held ||
-          (p.held == best->held && mine.begin()->first < (best->*q).begin()->first))
-        best = &p;
+  // The peer holding the most with a waiting connection; on a tie the one with a silent socket, then the
+  // one whose candidate is older.
+  const std::string* best = nullptr;
+  const Peer* bp = nullptr;
+  auto candidate = [](const Peer& p) { return !p.silent.empty() ? *p.silent.begin() : *p.spoken.begin(); };
+  for (const auto& [addr, p] : peers_) {
+    if (p.silent.empty() && p.spoken.empty()) continue;
+    bool better = !bp || p.held > bp->held;
+    if (bp && p.held == bp->held) {
+      const bool silent = !p.silent.empty(), bsilent = !bp->silent.empty();
+      better = silent != bsilent ? silent : candidate(p).first < candidate(*bp).first;
     }
-    if (best) return (best->*q).begin()->second;
+    if (better) {
+      best = &addr;
+      bp = &p;
+    }
   }
-  return -1;
+  return best ? peer_victim(*best) : -1;
 }
 
 }  // namespace spk::rt

@@ -7,8 +7,10 @@
 //   1. per peer: a peer already holding `per_peer` connections makes room from its own (its oldest
 //      waiting socket that has sent nothing, else its oldest waiting one); with none waiting, the new
 //      connection is refused. One address cannot take more than its share of the cap.
-//   2. at the cap: a waiting socket that has sent nothing (never a byte: no head begun, no request
-//      served) before one that has, from the peer holding the most connections, its oldest.
+//   2. at the cap: from the peer holding the most connections (on a tie, one with a socket that has sent
+//      nothing), its oldest waiting socket that has sent nothing (never a byte: no head begun, no
+//      request served), else its oldest waiting one. The peer comes first: a flood that trickles a byte
+//      on each socket must not make a real client's fresh (still silent) socket the preferred victim.
 // "Waiting" = the front is reading a head (a fresh socket, a keep-alive one between requests, a head in
 // progress); a connection reading its body, writing an answer or in a handler is never chosen.
 // Front thread only; a victim costs O(peers), admission O(log n).

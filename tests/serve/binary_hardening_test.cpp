@@ -76,7 +76,7 @@ TEST(BinaryHardening, ReconnectingFloodAboveTheCapLeavesRealClientsServed) {
   Daemon d;
   ASSERT_TRUE(d.start("--http-max-connections 16")) << d.log();
   std::atomic<bool> stop{false};
-  std::thread f(spk::test::flood, "127.0.0.2", d.port(), 64, std::cref(stop));
+  std::thread f(spk::test::flood, "127.0.0.2", d.port(), 64, std::cref(stop), false);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   httplib::Client kept("127.0.0.1", d.port());
   kept.set_keep_alive(true);
@@ -142,10 +142,11 @@ TEST(BinaryHardening, HealthStaysFastBesideReadsOfALargeStoredResponse) {
       metrics.worst_ms);
   EXPECT_GT(reads.load(), 64);
   EXPECT_EQ(bad.load(), 0);
-  EXPECT_LT(health.median_ms, 50.0);
-  EXPECT_LT(metrics.median_ms, 50.0);
-  EXPECT_LT(health.worst_ms, 1000.0);
-  EXPECT_LT(metrics.worst_ms, 1000.0);
+  // ~1.2 s median with the front thread copying (main's binary); 15-30 ms on an idle 2-core VM.
+  EXPECT_LT(health.median_ms, 250.0);
+  EXPECT_LT(metrics.median_ms, 250.0);
+  EXPECT_LT(health.worst_ms, 2000.0);
+  EXPECT_LT(metrics.worst_ms, 2000.0);
   EXPECT_EQ(d.stop(), 0) << d.log();
 }
 

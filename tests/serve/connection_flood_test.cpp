@@ -65,9 +65,9 @@ class ConnectionFlood : public ::testing::Test {
     hc.max_connections_per_peer = per_peer;
     live_.start(hc);
   }
-  Counts run(int rounds) {
+  Counts run(int rounds, bool trickle = false) {
     std::atomic<bool> stop{false};
-    std::thread f(flood, "127.0.0.2", live_.port(), 64, std::cref(stop));
+    std::thread f(flood, "127.0.0.2", live_.port(), 64, std::cref(stop), trickle);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the flood holds the cap
     const Counts c = real_clients(live_, rounds);
     stop = true;
@@ -89,6 +89,14 @@ TEST_F(ConnectionFlood, AtTheCapTheFloodingPeerMakesRoom) {
   EXPECT_GT(live_.server->front_stats().evicted_cap, 60u);
 }
 
+TEST_F(ConnectionFlood, ATricklingFloodDoesNotMakeFreshClientSocketsTheVictims) {
+  start(1024);
+  const Counts c = run(40, /*trickle=*/true);
+  EXPECT_GE(c.fresh_ok, c.fresh - 1) << c.fresh_ok << " of " << c.fresh << " fresh connections answered";
+  EXPECT_EQ(c.kept_ok, c.kept) << c.kept_ok << " of " << c.kept << " keep-alive requests answered";
+  EXPECT_GT(live_.server->front_stats().evicted_cap, 60u);
+}
+
 TEST_F(ConnectionFlood, APeerAtItsLimitRecyclesItsOwnSockets) {
   start(4);
   const Counts c = run(40);
@@ -102,7 +110,7 @@ TEST_F(ConnectionFlood, APeerAtItsLimitRecyclesItsOwnSockets) {
   EXPECT_EQ(m.find("sparkctl_connections_evicted_total{reason=\"peer_limit\"} 0\n"), std::string::npos) << m;
 }
 
-TEST(PeerLedger, PrefersSilentSocketsOfThePeerHoldingTheMost) {
+TEST(PeerLedger, ThePeerHoldingTheMostMakesRoomWithItsSilentSocketsFirst) {
   PeerLedger l(100);
   l.add(1, 1, "a", false);  // oldest, but its peer holds one
   l.add(2, 2, "b", true);
@@ -111,9 +119,8 @@ TEST(PeerLedger, PrefersSilentSocketsOfThePeerHoldingTheMost) {
   EXPECT_EQ(l.victim(), 3) << "b holds the most; its oldest silent socket";
   l.sent(3);
   l.sent(4);
-  EXPECT_EQ(l.victim(), 1) << "a silent socket before any that has sent";
-  l.sent(1);
-  EXPECT_EQ(l.victim(), 2) << "all have sent: the oldest of the peer holding the most";
+  EXPECT_EQ(l.victim(), 2)
+      << "b still holds the most (a trickling flood): its oldest, though a has a silent one";
   l.waiting(2, false);
   l.waiting(3, false);
   l.waiting(4, false);
@@ -123,6 +130,18 @@ TEST(PeerLedger, PrefersSilentSocketsOfThePeerHoldingTheMost) {
   EXPECT_EQ(l.held("b"), 3u);
   l.remove(2);
   EXPECT_EQ(l.held("b"), 2u);
+}
+
+TEST(PeerLedger, OnATieASilentSocketThenTheOldest) {
+  PeerLedger l(100);
+  l.add(1, 1, "a", true);
+  l.add(2, 2, "b", false);
+  l.add(3, 3, "c", false);
+  EXPECT_EQ(l.victim(), 2) << "one each: a silent socket before one that has sent, the older of those";
+  l.remove(2);
+  EXPECT_EQ(l.victim(), 3);
+  l.remove(3);
+  EXPECT_EQ(l.victim(), 1);
 }
 
 TEST(PeerLedger, PerPeerLimit) {

@@ -71,12 +71,13 @@ TEST(FrontThread, HealthAndMetricsStayFastBesideReadsOfALargeStoredResponse) {
       idle.median_ms, reads.load(), health.median_ms, health.worst_ms, metrics.median_ms, metrics.worst_ms);
   EXPECT_GT(reads.load(), 64);
   EXPECT_EQ(bad.load(), 0);
-  // The test's own 64 reader threads share the cores with the server: a probe waits for the scheduler
-  // now and then; the front thread itself answers within a millisecond.
-  EXPECT_LT(health.median_ms, 50.0);
-  EXPECT_LT(metrics.median_ms, 50.0);
-  EXPECT_LT(health.worst_ms, 1000.0);
-  EXPECT_LT(metrics.worst_ms, 1000.0);
+  // The test's own 64 reader threads (and, under ctest -j, other tests) share the cores with the server:
+  // a probe waits for the scheduler now and then, 10-25 ms median on an idle 2-core VM. The front thread
+  // doing the copies and writes itself: ~1 s median (975 ms measured), so the median tells them apart.
+  EXPECT_LT(health.median_ms, 250.0);
+  EXPECT_LT(metrics.median_ms, 250.0);
+  EXPECT_LT(health.worst_ms, 2000.0);
+  EXPECT_LT(metrics.worst_ms, 2000.0);
 }
 
 }  // namespace

@@ -49,17 +49,22 @@ inline bool second_loopback_address() {
   return fd >= 0 || errno != EADDRNOTAVAIL;
 }
 
-// `n` idle sockets from `source` that send nothing, each reconnected as soon as the server closes it,
-// until `stop`.
-inline void flood(const char* source, int port, int n, const std::atomic<bool>& stop) {
+// `n` idle sockets from `source`, each reconnected as soon as the server closes it, until `stop`; they
+// send nothing, or with `trickle` the first byte of a head ("G") once connected.
+inline void flood(const char* source, int port, int n, const std::atomic<bool>& stop, bool trickle = false) {
+  auto open = [&] {
+    const int fd = connect_from(source, port);
+    if (fd >= 0 && trickle) (void)!::send(fd, "G", 1, MSG_NOSIGNAL);
+    return fd;
+  };
   std::vector<pollfd> fds;
-  for (int i = 0; i < n; ++i) fds.push_back({connect_from(source, port), POLLIN, 0});
+  for (int i = 0; i < n; ++i) fds.push_back({open(), POLLIN, 0});
   while (!stop) {
     if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
     for (auto& p : fds) {
       if (!p.revents) continue;
       ::close(p.fd);
-      p.fd = connect_from(source, port);
+      p.fd = open();
       p.revents = 0;
     }
   }
