@@ -63,11 +63,12 @@ struct ServeFlags {
   size_t max_body_mib = 4;
   int max_n = 16;
   uint64_t seed = 0;
-  double http_head_timeout_s = 5;         // a request head must arrive within this
-  double http_body_timeout_s = 10;        // a request body within this after its head
-  size_t http_max_connections = 4096;     // connections waiting for a request (oldest closed past it)
-  size_t http_max_queued = 1024;          // whole requests waiting for a handler thread (503 past it)
-  size_t max_stored_response_mib = 256;   // /v1/responses store: serialised bytes kept (LRU past it)
+  double http_head_timeout_s = 5;               // a request head must arrive within this
+  double http_body_timeout_s = 10;              // a request body within this after its head
+  size_t http_max_connections = 4096;           // connections waiting for a request (oldest closed past it)
+  size_t http_max_connections_per_peer = 1024;  // of them from one client IP (its own oldest closed past it)
+  size_t http_max_queued = 1024;                // whole requests waiting for a handler thread (503 past it)
+  size_t max_stored_response_mib = 256;         // /v1/responses store: serialised bytes kept (LRU past it)
   double mem_floor_gib = 0;               // stop when the node's MemAvailable stays below this (0 = off)
   std::string meminfo_path;               // empty: $SPARKCTL_MEMINFO_PATH (tests), else /proc/meminfo
   std::string tool_call_parser = "auto";  // auto: by model_type / chat template; none: off
@@ -351,6 +352,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   hc.body_timeout_ms = static_cast<int>(f.http_body_timeout_s * 1000);
   hc.max_connections = f.http_max_connections;
   hc.max_queued = f.http_max_queued;
+  hc.max_connections_per_peer = f.http_max_connections_per_peer;
   hc.max_stored_response_bytes = f.max_stored_response_mib * kMiB;
   hc.parsing = *parsing;
   hc.default_chat_template_kwargs = kwargs;
@@ -457,6 +459,10 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--http-max-connections", f->http_max_connections,
                 "connections waiting for a request; past it the longest-waiting one is closed")
       ->check(CLI::Range(16, 1000000));
+  s->add_option("--http-max-connections-per-peer", f->http_max_connections_per_peer,
+                "connections waiting for a request from one client IP; past it that client's own "
+                "longest-idle one is closed (a proxy in front: raise it to --http-max-connections)")
+      ->check(CLI::Range(1, 1000000));
   s->add_option("--http-max-queued", f->http_max_queued,
                 "whole requests waiting for a handler thread; past it 503 with Retry-After")
       ->check(CLI::Range(1, 1000000));

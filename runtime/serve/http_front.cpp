@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -15,98 +16,20 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/serve/http_front_conn.h"
+
 namespace spk::rt {
 
 namespace {
-
-const char* reason(int status) {
-  switch (status) {
-    case 100:
-      return "Continue";
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 411:
-      return "Length Required";
-    case 413:
-      return "Payload Too Large";
-    case 417:
-      return "Expectation Failed";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
-  }
-}
 
 bool is_blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n'; });
 }
 
-bool iequal(const std::string& a, const char* b) {
-  const size_t n = std::strlen(b);
-  if (a.size() != n) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
-// The head handed to the handler thread: as parsed, minus the framing the front already consumed
-// (Transfer-Encoding, Expect), with the exact Content-Length of the buffered body.
-std::string rewrite(const RequestHead& h, const std::string& body, bool body_expected) {
-  std::string out = h.method + " " + h.target + " HTTP/1." + std::to_string(h.minor_version) + "\r\n";
-  for (const auto& [k, v] : h.fields) {
-    if (iequal(k, "Content-Length") || iequal(k, "Transfer-Encoding") || iequal(k, "Expect")) continue;
-    out += k + ": " + v + "\r\n";
-  }
-  if (body_expected || !body.empty()) out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-  out += "\r\n";
-  if (body_expected) out += body;
-  return out;
-}
-
 }  // namespace
 
-struct ConnectionFront::Conn {
-  int fd = -1;
-  uint64_t serial = 0;
-  // draining: answered with Connection: close and shut down for writing; what the client still sends is
-  // read and dropped (up to 8 MiB, 1 s; nothing is kept), so that closing does not reset the answer
-  // before a client that is still sending its refused body gets to read it.
-  enum class Phase { head, body, writing, draining } phase = Phase::head;
-  size_t drained = 0;
-  Clock::time_point deadline;
-  std::string in;      // bytes read and not yet consumed
-  size_t scanned = 0;  // head phase: where the search for the blank line resumes
-  RequestHead head;
-  BodyFraming framing;
-  bool body_expected = false;
-  std::unique_ptr<ChunkedDecoder> chunked;
-  std::string body;
-  size_t charged = 0;  // bytes counted against max_buffered_bytes
-  std::string out;
-  size_t out_off = 0;
-  bool close_after_write = false;
-};
-
 ConnectionFront::ConnectionFront(FrontConfig cfg, FrontHooks hooks)
-    : cfg_(std::move(cfg)), hooks_(std::move(hooks)) {}
+    : cfg_(std::move(cfg)), hooks_(std::move(hooks)), ledger_(cfg_.max_connections_per_peer) {}
 
 ConnectionFront::~ConnectionFront() { stop(); }
 
@@ -186,6 +109,7 @@ void ConnectionFront::close_conn(int fd) {
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
   release(it->second->charged);
+  ledger_.remove(fd);
   ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
   ::close(fd);
   conns_.erase(it);
@@ -209,6 +133,7 @@ void ConnectionFront::to_head_phase(Conn& c) {
   c.out.clear();
   c.out_off = 0;
   c.close_after_write = false;
+  ledger_.waiting(c.fd, true);
   set_interest(c, EPOLLIN);
 }
 
@@ -225,21 +150,10 @@ void ConnectionFront::take_incoming() {
     stats_.connections = conns_.size() + fresh.size() + back.size();
   }
   for (int fd : fresh) {
-    // At the cap, the connection that has waited longest for its request makes room: a real client
-    // sends its head within milliseconds, so only idle or trickling sockets are ever the oldest.
-    if (conns_.size() >= cfg_.max_connections) {
-      auto oldest = conns_.end();
-      for (auto it = conns_.begin(); it != conns_.end(); ++it)
-        if (it->second->phase == Conn::Phase::head &&
-            (oldest == conns_.end() || it->second->serial < oldest->second->serial))
-          oldest = it;
-      if (oldest == conns_.end()) {
-        ::close(fd);
-        continue;
-      }
-      close_conn(oldest->first);
-      std::lock_guard l(mu_);
-      ++stats_.evicted;
+    std::string peer = peer_address(fd);
+    if (!admit(peer)) {
+      ::close(fd);
+      continue;
     }
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     int one = 1;
@@ -247,6 +161,7 @@ void ConnectionFront::take_incoming() {
     auto c = std::make_unique<Conn>();
     c->fd = fd;
     c->serial = next_serial_++;
+    c->peer = std::move(peer);
     c->deadline = Clock::now() + cfg_.head_timeout;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -255,6 +170,7 @@ void ConnectionFront::take_incoming() {
       ::close(fd);
       continue;
     }
+    ledger_.add(fd, c->serial, c->peer, false);
     conns_.emplace(fd, std::move(c));
   }
   for (auto& c : back) {
@@ -268,10 +184,24 @@ void ConnectionFront::take_incoming() {
       continue;
     }
     Conn& ref = *c;
+    ledger_.add(fd, ref.serial, ref.peer, true);  // a keep-alive client: it has sent before
     conns_.emplace(fd, std::move(c));
     to_head_phase(ref);
     if (!ref.in.empty()) process(ref);  // a pipelined request already arrived
   }
+}
+
+// Makes room for a new connection of `peer` (peer_ledger.h: its own oldest idle socket at the per-peer
+// limit, at the cap the idlest socket of the peer holding the most); false: refused, nothing waits that
+// could be closed.
+bool ConnectionFront::admit(const std::string& peer) {
+  const bool per_peer = ledger_.at_peer_limit(peer);
+  if (!per_peer && conns_.size() < cfg_.max_connections) return true;
+  const int victim = per_peer ? ledger_.peer_victim(peer) : ledger_.victim();
+  if (victim >= 0) close_conn(victim);
+  std::lock_guard l(mu_);
+  ++(victim < 0 ? stats_.refused : per_peer ? stats_.evicted_peer : stats_.evicted_cap);
+  return victim >= 0;
 }
 
 void ConnectionFront::loop() {
@@ -362,6 +292,7 @@ void ConnectionFront::on_readable(Conn& c) {
     return;
   }
   if (n < 0) return;
+  ledger_.sent(fd);
   c.in.append(buf, static_cast<size_t>(n));
   process(c);
 }
@@ -391,9 +322,10 @@ void ConnectionFront::process(Conn& c) {
 }
 
 void ConnectionFront::on_head(Conn& c, const HeadParse& hp) {
+  ledger_.waiting(c.fd, false);  // reading its body or being answered: no longer an idle socket
   c.head = hp.head;
   const RequestHead& h = c.head;
-  if (const std::string* e = h.field("Expect"); e && !iequal(*e, "100-continue"))
+  if (const std::string* e = h.field("Expect"); e && ::strcasecmp(e->c_str(), "100-continue") != 0)
     return fail(c, 417, "Expect '" + e->substr(0, 64) + "' is not supported (only 100-continue)");
   Verdict v = hooks_.classify(h);
   const bool has_body =
@@ -469,7 +401,7 @@ void ConnectionFront::finish_body(Conn& c) {
   }
   // A whole request: to a handler thread, or 503 when the queue is full.
   Job job;
-  job.request = rewrite(c.head, c.body, c.body_expected);
+  job.request = handler_request(c.head, c.body, c.body_expected);
   job.charged = c.charged;
   {
     std::lock_guard l(mu_);
@@ -481,6 +413,7 @@ void ConnectionFront::finish_body(Conn& c) {
       job.conn = std::move(it->second);
       job.conn->charged = 0;
       job.conn->body.clear();
+      ledger_.remove(c.fd);
       conns_.erase(it);
       queue_.push_back(std::move(job));
       cv_.notify_one();
@@ -491,99 +424,6 @@ void ConnectionFront::finish_body(Conn& c) {
                                           " requests are waiting for a handler (retry)");
   r.headers.emplace_back("Retry-After", "1");
   respond(c, r, true, c.head.path.c_str());
-}
-
-void ConnectionFront::fail(Conn& c, int status, const std::string& message) {
-  respond(c, hooks_.error(status, message), true, c.head.path.empty() ? nullptr : c.head.path.c_str());
-}
-
-void ConnectionFront::respond(Conn& c, const FrontResponse& r, bool close, const char* path_label) {
-  const bool head_only = c.head.method == "HEAD";
-  close = close || !c.head.keep_alive() || c.head.method.empty();
-  std::string& o = c.out;
-  o = "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status) + "\r\n";
-  o += "Content-Type: " + r.content_type + "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
-  for (const auto& [k, v] : r.headers) o += k + ": " + v + "\r\n";
-  o += close ? "Connection: close\r\n\r\n" : "Connection: keep-alive\r\n\r\n";
-  if (!head_only) o += r.body;
-  c.out_off = 0;
-  c.close_after_write = close;
-  c.phase = Conn::Phase::writing;
-  c.deadline = Clock::now() + cfg_.write_timeout;
-  if (hooks_.observe) hooks_.observe(path_label ? path_label : "other", r.status);
-  release(c.charged);
-  c.charged = 0;
-  flush(c);
-}
-
-void ConnectionFront::on_writable(Conn& c) { flush(c); }
-
-void ConnectionFront::flush(Conn& c) {
-  while (c.out_off < c.out.size()) {
-    const ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.out_off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return set_interest(c, EPOLLOUT);
-    if (n < 0 && errno == EINTR) continue;
-    return close_conn(c.fd);
-  }
-  if (c.close_after_write) {
-    // Let the client read the answer before the reset an unread request body would cause.
-    ::shutdown(c.fd, SHUT_WR);
-    c.phase = Conn::Phase::draining;
-    c.deadline = Clock::now() + std::chrono::milliseconds(1000);
-    c.in.clear();
-    c.in.shrink_to_fit();
-    return set_interest(c, EPOLLIN);
-  }
-  to_head_phase(c);
-  if (!c.in.empty()) process(c);
-}
-
-void ConnectionFront::worker() {
-  while (true) {
-    Job job;
-    {
-      std::unique_lock l(mu_);
-      ++idle_workers_;
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      --idle_workers_;
-      if (stop_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      busy_fds_.insert(job.conn->fd);
-    }
-    const int fd = job.conn->fd;
-    bool keep = false;
-    // A client that left while its request waited in the queue costs nothing more.
-    pollfd p{fd, POLLRDHUP, 0};
-    const bool gone = ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-    if (!gone) {
-      try {
-        keep = hooks_.handle(fd, job.request);
-      } catch (const std::exception& e) {
-        spdlog::error("http: handler: {}", e.what());
-      }
-    }
-    release(job.charged);
-    bool give_back = false;
-    {
-      std::lock_guard l(mu_);
-      busy_fds_.erase(fd);
-      if (keep && !stop_) {
-        returned_.push_back(std::move(job.conn));
-        give_back = true;
-      }
-    }
-    if (give_back) {
-      const uint64_t one = 1;
-      (void)!::write(wakefd_, &one, sizeof one);
-    } else {
-      ::close(fd);
-    }
-  }
 }
 
 }  // namespace spk::rt

@@ -15,8 +15,9 @@
 //
 // Caps and clocks: a head must be complete within head_timeout of the connection's start (or of the end
 // of its previous response) and within max_head_bytes; a body within body_timeout of its head and within
-// max_body_bytes (decoded, for chunked); at most max_connections connections wait for a request (the
-// oldest waiting one is closed to admit a new one, so a flood of idle sockets cannot lock clients out);
+// max_body_bytes (decoded, for chunked); at most max_connections connections wait for a request, at most
+// max_connections_per_peer of them from one peer IP (peer_ledger.h: which one is closed to admit a new
+// one, so that a reconnecting flood of idle sockets from a few addresses cannot lock clients out);
 // at most max_queued complete requests wait for a handler thread, beyond that 503 with Retry-After.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "runtime/serve/peer_ledger.h"
 #include "runtime/serve/request_head.h"
 
 namespace spk::rt {
@@ -47,6 +49,7 @@ struct FrontConfig {
   std::chrono::milliseconds body_timeout{10000};
   std::chrono::milliseconds write_timeout{10000};  // a response the client does not read
   size_t max_connections = 4096;                   // connections waiting for (part of) a request
+  size_t max_connections_per_peer = 1024;          // of them from one peer IP address
   size_t max_buffered_bytes = 256u << 20;          // request bodies held (being read, queued, handled)
   int workers = 64;                                // handler threads
   size_t max_queued = 1024;                        // complete requests waiting for a handler thread
@@ -79,10 +82,12 @@ struct FrontHooks {
 };
 
 struct FrontStats {
-  size_t connections = 0;  // held by the front thread now
-  size_t queued = 0;       // requests waiting for a handler thread
-  size_t busy = 0;         // handler threads in a request
-  uint64_t evicted = 0;    // closed to admit a newer connection
+  size_t connections = 0;     // held by the front thread now
+  size_t queued = 0;          // requests waiting for a handler thread
+  size_t busy = 0;            // handler threads in a request
+  uint64_t evicted_cap = 0;   // closed to admit a newer connection at max_connections
+  uint64_t evicted_peer = 0;  // closed at max_connections_per_peer for a newer one of the same peer
+  uint64_t refused = 0;       // new ones closed at once: at a limit, and no waiting connection to close
   uint64_t head_timeouts = 0, body_timeouts = 0, busy_refusals = 0, oversized = 0;
 };
 
@@ -122,6 +127,7 @@ class ConnectionFront {
   void flush(Conn& c);
   void close_conn(int fd);
   void to_head_phase(Conn& c);
+  bool admit(const std::string& peer);
   void sweep();
   void set_interest(Conn& c, uint32_t events);
   void release(size_t bytes);
@@ -134,6 +140,7 @@ class ConnectionFront {
   std::atomic<bool> stop_{false};
   uint64_t next_serial_ = 0;
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;  // front thread only
+  PeerLedger ledger_;                                     // front thread only: conns_ by peer
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;

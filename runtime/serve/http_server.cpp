@@ -15,7 +15,10 @@
 #include <cstring>
 
 #include "runtime/serve/api_front.h"
+#include "runtime/serve/buffered_stream.h"
 #include "runtime/serve/completion_handler.h"
+#include "runtime/serve/http_errors.h"
+#include "runtime/serve/http_metrics.h"
 #include "runtime/serve/messages_api.h"
 #include "runtime/serve/peer_socket.h"
 #include "runtime/serve/responses_api.h"
@@ -24,55 +27,9 @@ namespace spk::rt {
 
 namespace {
 
-std::string error_text(const ApiError& e) {
-  return e.body().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_text(e), "application/json");
-}
-
-// Constant-time comparison: the time taken does not reveal how much of the key matched.
-bool same_key(const std::string& a, const std::string& b) {
-  unsigned char d = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i)
-    d |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  return d == 0 && !b.empty();
-}
-
-const char* route_label(const std::string& path) {
-  for (const char* r : {"/health", "/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/responses",
-                        "/v1/messages", "/v1/messages/count_tokens", "/metrics"})
-    if (path == r) return r;
-  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
-  return "other";
-}
-
-// The /v1/responses store in /metrics (Prometheus text, after Metrics::render's lines).
-std::string store_metrics(const ResponseStoreStats& s) {
-  std::string o;
-  auto metric = [&o](const char* name, const char* type, const char* help, uint64_t v) {
-    o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-         std::to_string(v) + "\n";
-  };
-  metric("sparkctl_responses_stored", "gauge", "Responses kept for previous_response_id and GET.", s.entries);
-  metric("sparkctl_responses_stored_bytes", "gauge", "Serialised bytes of the responses kept.", s.bytes);
-  metric("sparkctl_responses_store_max_bytes", "gauge", "The store's byte budget.", s.max_bytes);
-  metric("sparkctl_responses_evicted_total", "counter", "Stored responses evicted to make room.", s.evicted);
-  metric("sparkctl_responses_not_stored_total", "counter",
-         "Responses with store: true not kept, larger than the whole byte budget alone.", s.refused);
-  return o;
-}
-
-// Anthropic's clients get Anthropic's error shape, everyone else OpenAI's.
-bool anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
-
-const char* kAuthHelp =
-    "invalid or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key: <key>')";
-
-std::string error_text_for(const std::string& path, const ApiError& e) {
-  return anthropic_path(path) ? dump_json(anthropic_error_body(e.status, e.message)) : error_text(e);
 }
 
 void send_body(httplib::Response& res, int status, const nlohmann::json& body) {
@@ -94,77 +51,6 @@ class OpenAiFront : public ApiFront {
 
  private:
   bool finished_ = false;
-};
-
-void ip_and_port(const sockaddr_storage& ss, std::string& ip, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-    port = ntohs(a->sin6_port);
-  }
-  ip = buf;
-}
-
-// A request the front already holds in full, replayed to cpp-httplib's parser; the answer goes
-// straight to the socket (non-blocking: each wait for room is bounded by the write timeout).
-class BufferedStream : public httplib::Stream {
- public:
-  BufferedStream(int fd, const std::string& request, int write_timeout_ms)
-      : fd_(fd), in_(request), timeout_ms_(write_timeout_ms) {}
-  bool is_readable() const override { return pos_ < in_.size(); }
-  bool is_writable() const override {
-    pollfd p{fd_, POLLOUT, 0};
-    return ::poll(&p, 1, timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP)) && !peer_hung_up(fd_);
-  }
-  ssize_t read(char* ptr, size_t size) override {
-    const size_t n = std::min(size, in_.size() - pos_);
-    std::memcpy(ptr, in_.data() + pos_, n);
-    pos_ += n;
-    return static_cast<ssize_t>(n);
-  }
-  ssize_t write(const char* ptr, size_t size) override {
-    size_t off = 0;
-    while (off < size) {
-      const ssize_t n = ::send(fd_, ptr + off, size - off, MSG_NOSIGNAL);
-      if (n > 0) {
-        off += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd_, POLLOUT, 0};
-        if (::poll(&p, 1, timeout_ms_) > 0 && !(p.revents & (POLLERR | POLLHUP))) continue;
-      }
-      failed_ = true;
-      return -1;
-    }
-    return static_cast<ssize_t>(size);
-  }
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, ip, port);
-  }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) ip_and_port(ss, ip, port);
-  }
-  socket_t socket() const override { return fd_; }
-  [[nodiscard]] bool failed() const { return failed_; }
-  [[nodiscard]] bool consumed() const { return pos_ == in_.size(); }
-
- private:
-  int fd_;
-  const std::string& in_;
-  size_t pos_ = 0;
-  int timeout_ms_;
-  bool failed_ = false;
 };
 
 // cpp-httplib's listener accepts, and runs this task inline on its own thread: the socket goes to the
@@ -237,11 +123,15 @@ HttpServer::HttpServer(HttpConfig cfg, Engine& engine, std::shared_ptr<const Tok
   fc.head_timeout = std::chrono::milliseconds(cfg_.head_timeout_ms);
   fc.body_timeout = std::chrono::milliseconds(cfg_.body_timeout_ms);
   fc.max_connections = cfg_.max_connections;
+  fc.max_connections_per_peer = cfg_.max_connections_per_peer;
   fc.workers = cfg_.threads;
   fc.max_queued = cfg_.max_queued;
   FrontHooks hooks;
   hooks.classify = [this](const RequestHead& h) { return classify(h); };
-  hooks.handle = [this](int fd, const std::string& request) { return svr_->serve(fd, request); };
+  hooks.handle = [this](int fd, const std::string& request) {
+    const auto large = trimmer_.track(request.size());  // trims once the last large one is done
+    return svr_->serve(fd, request);
+  };
   hooks.error = [](int status, const std::string& message) {
     FrontResponse r;
     r.status = status;
@@ -267,6 +157,8 @@ Status HttpServer::bind() {
   if (cfg_.api_key.empty())
     return make_error("no API key configured", "export the variable named by --api-key-env");
   raise_fd_limit();
+  if (const int arenas = bound_malloc_arenas(cfg_.malloc_arena_max); arenas > 0)
+    spdlog::info("malloc: at most {} arenas (MALLOC_ARENA_MAX overrides)", arenas);
   bool ok;
   if (cfg_.port == 0) {
     bound_port_ = svr_->bind_to_any_port(cfg_.host);
@@ -293,89 +185,6 @@ void HttpServer::stop() {
 }
 
 FrontStats HttpServer::front_stats() const { return front_->stats(); }
-
-// Decided on the head alone, on the front thread: nothing here waits for the engine.
-Verdict HttpServer::classify(const RequestHead& h) {
-  Verdict v;
-  auto answer = [&](int status, const std::string& body, const char* type = "application/json") {
-    v.response.status = status;
-    v.response.body = body;
-    v.response.content_type = type;
-    return v;
-  };
-  auto error = [&](const ApiError& e) { return answer(e.status, error_text(e)); };
-  auto only = [&](const char* method) {
-    v.response.headers.emplace_back("Allow", method);
-    return error(api_error(405,
-                           "method " + h.method + " is not allowed on " + h.path + " (use " + method + ")",
-                           {}, "invalid_request_error", "method_not_allowed"));
-  };
-  const bool get = h.method == "GET" || h.method == "HEAD";
-  if (h.path == "/health") {
-    if (!get) return only("GET");
-    // The engine's own progress, so a watcher can tell busy (steps advancing) from hung.
-    const EngineProgress p = engine_.progress();
-    const Gauges g = engine_.gauges();
-    nlohmann::json j{{"status", "ok"},
-                     {"engine",
-                      {{"steps", p.steps},
-                       {"idle", p.idle},
-                       {"stalled_ms", p.stalled_ms},
-                       {"running", g.running},
-                       {"waiting", g.waiting}}}};
-    return answer(200, j.dump());
-  }
-  if (!authorized(h.field("Authorization"), h.field("x-api-key"))) {
-    const ApiError e = api_error(401, kAuthHelp, {}, "invalid_request_error", "invalid_api_key");
-    return answer(401, error_text_for(h.path, e));
-  }
-  if (h.path == "/metrics") {
-    if (!get) return only("GET");
-    return answer(200, metrics_.render(cfg_.served_model_name) + store_metrics(responses_.stats()),
-                  "text/plain; version=0.0.4");
-  }
-  if (h.path == "/v1/models") {
-    if (!get) return only("GET");
-    if (h.field("anthropic-version") != nullptr)  // the Anthropic SDK's page shape
-      return answer(200, anthropic_models_response(cfg_.served_model_name, created_)
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    return answer(200, models_response(cfg_.served_model_name, created_, engine_.config().max_model_len)
-                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-  if (h.path.rfind("/v1/responses/", 0) == 0) {
-    if (!get) return only("GET");
-    const std::string id = h.path.substr(std::string("/v1/responses/").size());
-    if (auto r = responses_.get(id)) return answer(200, r->response_text);  // serialised when stored
-    return error(api_error(
-        404,
-        "Response with id '" + id.substr(0, 100) + "' not found (responses are kept in memory, the latest " +
-            std::to_string(responses_.capacity()) + " within " +
-            std::to_string(responses_.max_bytes() >> 20) + " MiB, and only with store: true)",
-        {}, "invalid_request_error", "response_not_found"));
-  }
-  if (h.path == "/v1/completions" || h.path == "/v1/chat/completions" || h.path == "/v1/responses" ||
-      h.path == "/v1/messages" || h.path == "/v1/messages/count_tokens") {
-    if (h.method != "POST") {
-      v.response.headers.emplace_back("Allow", "POST");
-      return answer(
-          405,
-          error_text_for(h.path,
-                         api_error(405, "method " + h.method + " is not allowed on " + h.path + " (use POST)",
-                                   {}, "invalid_request_error", "method_not_allowed")));
-    }
-    v.dispatch = true;
-    v.body_expected = true;
-    return v;
-  }
-  return error(api_error(404, "no route " + h.method + " " + h.path.substr(0, 200), {}, "NotFoundError"));
-}
-
-bool HttpServer::authorized(const std::string* bearer, const std::string* x_api_key) const {
-  const std::string prefix = "Bearer ";
-  if (bearer && bearer->rfind(prefix, 0) == 0 && same_key(bearer->substr(prefix.size()), cfg_.api_key))
-    return true;
-  return x_api_key && same_key(*x_api_key, cfg_.api_key);
-}
 
 // The handler threads' part: only whole, authenticated POSTs to the generation routes get here.
 void HttpServer::routes() {
@@ -528,6 +337,25 @@ void HttpServer::routes() {
     const bool stream = r.api.stream;
     drive(req, res, gen, std::make_shared<ResponsesFront>(std::move(r), cfg_.served_model_name, &responses_),
           stream);
+  });
+  // The stored text is sent from the store's own copy (shared, no copy per reader), in 1 MiB pieces.
+  s.Get(R"(/v1/responses/(.*))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto r = responses_.get(id);
+    if (!r)
+      return send_error(res, api_error(404,
+                                       "Response with id '" + id.substr(0, 100) +
+                                           "' not found (responses are kept in memory, the latest " +
+                                           std::to_string(responses_.capacity()) + " within " +
+                                           std::to_string(responses_.max_bytes() >> 20) +
+                                           " MiB, and only with store: true)",
+                                       {}, "invalid_request_error", "response_not_found"));
+    res.status = 200;
+    res.set_content_provider(r->response_text.size(), "application/json",
+                             [r](size_t offset, size_t length, httplib::DataSink& sink) {
+                               return sink.write(r->response_text.data() + offset,
+                                                 std::min<size_t>(length, 1u << 20));
+                             });
   });
   s.Post("/v1/completions", generate(false));
   s.Post("/v1/chat/completions", generate(true));

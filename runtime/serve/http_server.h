@@ -7,9 +7,12 @@
 //
 // Connections live in the front (http_front.h: one epoll thread, caps and deadlines while reading,
 // /health, /metrics, /v1/models and every refusal answered there, so queued generations cannot block
-// them); only whole, authenticated generation requests reach a handler thread, which runs cpp-httplib's
-// parser, router and writer on the buffered request. Handler threads wait on their sequences' channels;
-// a client that goes away aborts its sequences (blocks freed on the next step).
+// them; what it does there is small and bounded, never proportional to stored data); only whole,
+// authenticated generation requests and reads of stored responses (GET /v1/responses/{id}: MBs) reach a
+// handler thread, which runs cpp-httplib's parser, router and writer on the buffered request; the front
+// thread answering 64 readers of one 4 MB response kept /health past 1 s (tests/serve/front_thread_test.cpp).
+// Handler threads wait on their sequences' channels; a client that goes away aborts its sequences (blocks
+// freed on the next step).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include "kernels/base/status.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/serve/engine.h"
+#include "runtime/serve/heap_release.h"
 #include "runtime/serve/http_front.h"
 #include "runtime/serve/metrics.h"
 #include "runtime/serve/output_parser.h"
@@ -45,10 +49,12 @@ struct HttpConfig {
   int head_timeout_ms = 5000;
   int body_timeout_ms = 10000;
   size_t max_connections = 4096;
+  size_t max_connections_per_peer = 1024;  // of them from one client IP (http_front.h)
   size_t max_queued = 1024;
   size_t max_stored_responses = 256;  // /v1/responses kept for previous_response_id and GET (LRU)
   size_t max_stored_response_bytes = ResponseStore::kDefaultMaxBytes;  // and their serialised bytes
-  OutputParsing parsing;  // --tool-call-parser / --reasoning-parser ("" = none)
+  int malloc_arena_max = 4;  // glibc arenas, bounded at bind() (heap_release.h); 0 = glibc's default
+  OutputParsing parsing;     // --tool-call-parser / --reasoning-parser ("" = none)
   nlohmann::ordered_json default_chat_template_kwargs =
       nlohmann::ordered_json::object();  // under the request's
 };
@@ -82,6 +88,7 @@ class HttpServer {
   int bound_port_ = 0;
   int64_t created_ = 0;
   ResponseStore responses_;
+  HeapTrimmer trimmer_;  // after large requests (heap_release.h)
 };
 
 }  // namespace spk::rt

@@ -244,4 +244,51 @@ size_t ChunkedDecoder::feed(std::string_view in, std::string& out) {
   return i;
 }
 
+std::string handler_request(const RequestHead& h, const std::string& body, bool body_expected) {
+  std::string out = h.method + " " + h.target + " HTTP/1." + std::to_string(h.minor_version) + "\r\n";
+  for (const auto& [k, v] : h.fields) {
+    if (iequals(k, "Content-Length") || iequals(k, "Transfer-Encoding") || iequals(k, "Expect")) continue;
+    out += k + ": " + v + "\r\n";
+  }
+  if (body_expected || !body.empty()) out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  out += "\r\n";
+  if (body_expected) out += body;
+  return out;
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
+  }
+}
+
 }  // namespace spk::rt

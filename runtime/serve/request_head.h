@@ -51,6 +51,12 @@ struct BodyFraming {
 // `body_expected`: the method carries a body (POST/PUT/PATCH): without Content-Length or chunked -> 411.
 BodyFraming body_framing(const RequestHead& h, bool body_expected, uint64_t max_body_bytes);
 
+// The request as the handler thread gets it: the head as parsed, minus the framing the front consumed
+// (Transfer-Encoding, Expect), with the exact Content-Length of the buffered body.
+std::string handler_request(const RequestHead& h, const std::string& body, bool body_expected);
+// "OK", "Bad Request", ... for a status line.
+const char* reason_phrase(int status);
+
 // Incremental chunked-body decoder (RFC 9112 7.1): size lines (extensions ignored), data, trailers.
 class ChunkedDecoder {
  public:

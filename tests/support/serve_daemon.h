@@ -65,6 +65,7 @@ class ServeDaemon {
     if (pid_ > 0) stop();
   }
   [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] pid_t pid() const { return pid_; }  // the daemon itself (sh execs env, env execs it)
   [[nodiscard]] const std::string& log() const { return log_; }
 
  private:
