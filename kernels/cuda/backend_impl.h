@@ -183,7 +183,7 @@ class CudaBackend final : public Backend {
     return [=](cudaStream_t s) { return kernel(launch_arg(args, s)...); };
   }
   // The peepholes' memory of the last queued op (fusion/peepholes.h): a new op or a flush ends it.
-  void forget_peepholes();
+  void forget_peepholes() { ph_.forget(); }
   // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
   Status flush();
 
@@ -204,7 +204,9 @@ class CudaBackend final : public Backend {
 
   // ---- fusion rules (fusion/, one file each): each folds this op into the one queued before it when the
   // rule applies and its switch is on, and says whether it did ----
+  void remember_gemv(const GemvSegment& seg, int m, int k, const float* x);
   bool fuse_gemv_group(const GemvSegment& seg, const float* x, int m, int k);
+  void remember_rope(const RopeOp& r);
   void remember_norm(const float* x, const float* w, float eps, float* out, int rows, int dim);
   bool fuse_norm_into_gemv(const GemvSegment& seg, const float* x, int m, int k);
   bool fuse_residual_into_gemv(const float* x, float* residual, int rows, int dim);

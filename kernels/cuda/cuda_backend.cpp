@@ -241,16 +241,6 @@ MemoryCounters CudaBackend::memory_counters() const {
   return c;
 }
 
-// The peepholes' memory of the last queued op (staging reuse, GEMV fusions, rope + cache, rope into the
-// attention): a new op or a flush ends it.
-void CudaBackend::forget_peepholes() {
-  ph_.staged_x = nullptr;
-  ph_.gemv.n = 0;
-  ph_.norm = NormOp{};
-  ph_.rope = RopeOp{};
-  ph_.rope_cache = DecodeRope{};
-}
-
 // Runs what is queued (graph replay when the step repeats) after pending weight copies landed.
 Status CudaBackend::flush() {
   forget_peepholes();  // no fusion spans a flush

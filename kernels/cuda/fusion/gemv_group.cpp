@@ -4,6 +4,11 @@
 
 namespace spk::cuda {
 
+// A GEMV just queued alone: later GEMVs on the same x may join it, a silu_mul or residual add fold into it.
+void CudaBackend::remember_gemv(const GemvSegment& seg, int m, int k, const float* x) {
+  ph_.gemv = GemvOp::single(seg, m, k, x, x);
+}
+
 bool CudaBackend::fuse_gemv_group(const GemvSegment& seg, const float* x, int m, int k) {
   GemvOp& g = ph_.gemv;
   // (A fused GEMV never writes what its blocks read: y must not be the x it reads.)

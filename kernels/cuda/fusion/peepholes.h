@@ -70,6 +70,14 @@ struct Peepholes {
   // The last queued op when it is a rope + cache write (q == nullptr: it is not), which a decode step's
   // attention on that q absorbs.
   DecodeRope rope_cache;
+  // A new op or a flush ends every rule's window.
+  void forget() {
+    staged_x = nullptr;
+    gemv.n = 0;
+    norm = NormOp{};
+    rope = RopeOp{};
+    rope_cache = DecodeRope{};
+  }
 };
 
 }  // namespace spk::cuda

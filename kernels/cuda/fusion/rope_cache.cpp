@@ -5,6 +5,9 @@
 
 namespace spk::cuda {
 
+// A rope just queued: a kv_write of its k right after may join it.
+void CudaBackend::remember_rope(const RopeOp& r) { ph_.rope = r; }
+
 bool CudaBackend::fuse_rope_cache(const float* k, const float* v, const int32_t* slots, int n, int hk, int d,
                                   bf16* k_cache, bf16* v_cache) {
   const RopeOp r = ph_.rope;

@@ -15,7 +15,7 @@ Status CudaBackend::rope(Tensor& q, Tensor& k, const Tensor& inv_freq) {
   const int n = n_tokens_, hq = static_cast<int>(q.dim(1)), hk = static_cast<int>(k.dim(1)),
             d = static_cast<int>(q.dim(2));
   launch(OpId::rope, cuda::rope, qp, kp, pos, fp, n, hq, hk, d, kStream);
-  ph_.rope = RopeOp{qp, kp, fp, hq, hk, d};  // a kv_write of this k right after may join it (fusion/)
+  remember_rope(RopeOp{qp, kp, fp, hq, hk, d});
   return ok_status();
 }
 

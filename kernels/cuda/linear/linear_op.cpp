@@ -41,7 +41,7 @@ Status CudaBackend::linear(const Tensor& x, const LinearWeight& lw, const Tensor
   if (gemv) {
     if (fuse_gemv_group(seg, xp, M, k) || fuse_norm_into_gemv(seg, xp, M, k)) return ok_status();
     launch(OpId::linear, gemv_bf16, wp, bp, xp, M, n, k, yp, kStream);
-    ph_.gemv = GemvOp::single(seg, M, k, xp, xp);  // what may join or fold into it (fusion/)
+    remember_gemv(seg, M, k, xp);
     return ok_status();
   }
   const bool staged = staged_for(xp, M, k);
