@@ -141,7 +141,10 @@ class CudaBackend final : public Backend {
   [[nodiscard]] bool supports(WeightFormat f) const override {
     return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
   }
-  [[nodiscard]] bool supports_experts(WeightFormat f) const override { return supports(f); }
+  // gptq-int4 experts (moe/moe_w4a16.cu) only with SPARKCTL_INT4_EXPERTS=1 until a GPU run has checked them.
+  [[nodiscard]] bool supports_experts(WeightFormat f) const override {
+    return f == WeightFormat::dense || (f == WeightFormat::gptq_int4 && int4_experts_);
+  }
   Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
   Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -246,6 +249,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t staged_ = nullptr;
   Peepholes ph_;  // fusion/peepholes.h
   bool grouping_off_ = knob(Knob::GEMV_GROUP) == 0;
+  bool int4_experts_ = knob(Knob::INT4_EXPERTS) == 1;
   bool rope_fuse_ = knob(Knob::ROPE_FUSE) == 1;
   bool swiglu_fuse_ = knob(Knob::SWIGLU_FUSE) == 1;
   bool argmax_fuse_ = knob(Knob::ARGMAX_FUSE) == 1;

@@ -73,9 +73,11 @@ Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const
   };
   if (q && q->quantizes(module(gate))) {
     if (!be.supports_experts(WeightFormat::gptq_int4))
-      return make_error("backend '" + std::string(be.name()) + "' runs mixture-of-experts experts in " +
-                            "dense formats only, and " + module(gate) + " is " + q->describe(),
-                        "serve this checkpoint with --backend cpu, or a dense (bf16) checkpoint on this backend");
+      return make_error(
+          "backend '" + std::string(be.name()) + "' runs mixture-of-experts experts in " +
+              "dense formats only, and " + module(gate) + " is " + q->describe(),
+          "serve this checkpoint with --backend cpu, or a dense (bf16) checkpoint on this backend (CUDA: "
+          "SPARKCTL_INT4_EXPERTS=1 runs the int4 expert kernels, not yet checked on a GPU)");
     SPK_ASSIGN(e.gate, load_gptq_linear(be, src, *q, module(gate), I, H, s, all_h));
     SPK_ASSIGN(e.up, load_gptq_linear(be, src, *q, module(up), I, H, s, all_h));
     SPK_ASSIGN(e.down, load_gptq_linear(be, src, *q, module(down), H, I, all_h, s));
