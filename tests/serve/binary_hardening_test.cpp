@@ -116,32 +116,15 @@ TEST(BinaryHardening, HealthStaysFastBesideReadsOfALargeStoredResponse) {
   ASSERT_TRUE(stored);
   ASSERT_EQ(stored->status, 200) << stored->body.substr(0, 500);
   const std::string id = json::parse(stored->body)["id"];
-  std::atomic<bool> stop{false};
-  std::atomic<int> reads{0}, bad{0};
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 64; ++i)
-    readers.emplace_back([&] {
-      httplib::Client r("127.0.0.1", d.port());
-      r.set_keep_alive(true);
-      r.set_bearer_token_auth(kKey);
-      r.set_read_timeout(30, 0);
-      while (!stop) {
-        auto g = r.Get("/v1/responses/" + id);
-        ++(g && g->status == 200 && g->body.size() > 3000000 ? reads : bad);
-      }
-    });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const auto health = spk::test::probe(d.port(), "/health", kKey, 20);
-  const auto metrics = spk::test::probe(d.port(), "/metrics", kKey, 10);
-  stop = true;
-  for (auto& t : readers) t.join();
+  const auto load = spk::test::probe_beside_stored_reads(d.port(), kKey, id, 3000000);
+  const auto &health = load.health, &metrics = load.metrics;
   std::printf(
       "beside 64 readers of a %zu-byte stored response (%d reads), median/worst: /health %.1f/%.1f ms, "
       "/metrics %.1f/%.1f ms\n",
-      stored->body.size(), reads.load(), health.median_ms, health.worst_ms, metrics.median_ms,
+      stored->body.size(), load.reads, health.median_ms, health.worst_ms, metrics.median_ms,
       metrics.worst_ms);
-  EXPECT_GT(reads.load(), 64);
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(load.reads, 64);
+  EXPECT_EQ(load.bad, 0);
   // ~1.2 s median with the front thread copying (main's binary); 15-30 ms on an idle 2-core VM.
   EXPECT_LT(health.median_ms, 250.0);
   EXPECT_LT(metrics.median_ms, 250.0);

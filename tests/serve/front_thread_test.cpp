@@ -45,32 +45,14 @@ TEST(FrontThread, HealthAndMetricsStayFastBesideReadsOfALargeStoredResponse) {
   ASSERT_FALSE(id.empty());
   const Latency idle = probe(live, "/health", 5);
 
-  std::atomic<bool> stop{false};
-  std::atomic<int> reads{0}, bad{0};
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 64; ++i)
-    readers.emplace_back([&] {
-      auto c = live.client("k");
-      c.set_keep_alive(true);
-      while (!stop) {
-        auto r = c.Get("/v1/responses/" + id);
-        if (r && r->status == 200 && r->body.size() > (4u << 20))
-          ++reads;
-        else
-          ++bad;
-      }
-    });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const Latency health = probe(live, "/health", 20);
-  const Latency metrics = probe(live, "/metrics", 10);
-  stop = true;
-  for (auto& t : readers) t.join();
+  const auto load = spk::test::probe_beside_stored_reads(live.port(), "k", id, 4u << 20);
+  const Latency &health = load.health, &metrics = load.metrics;
   std::printf(
       "/health %.1f ms idle; beside 64 readers of a 4 MiB response (%d reads), median/worst: "
       "/health %.1f/%.1f ms, /metrics %.1f/%.1f ms\n",
-      idle.median_ms, reads.load(), health.median_ms, health.worst_ms, metrics.median_ms, metrics.worst_ms);
-  EXPECT_GT(reads.load(), 64);
-  EXPECT_EQ(bad.load(), 0);
+      idle.median_ms, load.reads, health.median_ms, health.worst_ms, metrics.median_ms, metrics.worst_ms);
+  EXPECT_GT(load.reads, 64);
+  EXPECT_EQ(load.bad, 0);
   // The test's own 64 reader threads (and, under ctest -j, other tests) share the cores with the server:
   // a probe waits for the scheduler now and then, 10-25 ms median on an idle 2-core VM. The front thread
   // doing the copies and writes itself: ~1 s median (975 ms measured), so the median tells them apart.

@@ -92,6 +92,38 @@ inline Latency probe(int port, const std::string& path, const std::string& key, 
   return {ms[ms.size() / 2], ms.back()};
 }
 
+// /health and /metrics latency while 64 keep-alive clients read the stored response `id` (a body over
+// `min_bytes`) back in a loop: what a front thread that copies stored data itself cannot keep fast.
+struct StoredReadLoad {
+  Latency health, metrics;
+  int reads = 0, bad = 0;
+};
+inline StoredReadLoad probe_beside_stored_reads(int port, const std::string& key, const std::string& id,
+                                                size_t min_bytes) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads{0}, bad{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 64; ++i)
+    readers.emplace_back([&] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_keep_alive(true);
+      c.set_bearer_token_auth(key);
+      c.set_read_timeout(30, 0);
+      while (!stop) {
+        auto r = c.Get("/v1/responses/" + id);
+        ++(r && r->status == 200 && r->body.size() > min_bytes ? reads : bad);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  StoredReadLoad out;
+  out.health = probe(port, "/health", key, 20);
+  out.metrics = probe(port, "/metrics", key, 10);
+  stop = true;
+  for (auto& t : readers) t.join();
+  out.reads = reads.load(), out.bad = bad.load();
+  return out;
+}
+
 // Unused tools of about `bytes` in all, in the shape of `api` ("responses": {type, name, parameters};
 // "messages": {name, input_schema}).
 inline nlohmann::json many_tools(size_t bytes, const std::string& api) {
