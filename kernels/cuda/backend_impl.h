@@ -244,6 +244,7 @@ class CudaBackend final : public Backend {
   };
   Result<const MoeTable*> moe_table(const std::vector<ExpertWeights>& experts, int d);  // moe
   Result<const MoeTable*> moe_table_int4(const std::vector<ExpertWeights>& experts, int d);
+  Status store_table(MoeTable& t, const void* host, size_t bytes, const std::string& what);
 
   cudaStream_t stream_ = nullptr;
   cudaEvent_t staged_ = nullptr;

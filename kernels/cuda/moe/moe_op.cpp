@@ -79,6 +79,16 @@ Result<W4A16Weight> int4_view(const LinearWeight& lw, int64_t out, int64_t in, i
 
 }  // namespace
 
+// A table of `bytes` from `host` into fresh device storage of t; a table it replaces may still be read by
+// what is queued, so that runs first.
+Status CudaBackend::store_table(MoeTable& t, const void* host, size_t bytes, const std::string& what) {
+  if (t.storage) SPK_TRY(before_move());
+  t.dev = nullptr, t.qdev = nullptr;
+  SPK_TRY(dev_alloc(t.storage, bytes, what));
+  SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host, bytes, cudaMemcpyHostToDevice));
+  return ok_status();
+}
+
 // The device table of a gptq-int4 expert list (moe_w4a16.cu).
 Result<const CudaBackend::MoeTable*> CudaBackend::moe_table_int4(const std::vector<ExpertWeights>& experts,
                                                                  int d) {
@@ -99,12 +109,8 @@ Result<const CudaBackend::MoeTable*> CudaBackend::moe_table_int4(const std::vect
   if (t.qdev != nullptr && t.qhost.size() == host.size() &&
       std::memcmp(t.qhost.data(), host.data(), host.size() * sizeof(cuda::MoeExpertQ)) == 0)
     return &t;
-  if (t.qdev != nullptr) SPK_TRY(before_move());  // replaced: nothing queued may still read the old table
-  t.qdev = nullptr;
-  SPK_TRY(dev_alloc(t.storage, host.size() * sizeof(cuda::MoeExpertQ),
-                    "the int4 expert table of a " + std::to_string(host.size()) + "-expert layer"));
-  SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpertQ),
-                            cudaMemcpyHostToDevice));
+  SPK_TRY(store_table(t, host.data(), host.size() * sizeof(cuda::MoeExpertQ),
+                      "the int4 expert table of a " + std::to_string(host.size()) + "-expert layer"));
   t.qdev = static_cast<const cuda::MoeExpertQ*>(t.storage.get());
   t.qhost = std::move(host);
   t.max_inter = max_inter;
@@ -142,12 +148,8 @@ Result<const CudaBackend::MoeTable*> CudaBackend::moe_table(const std::vector<Ex
     return a.gate == b.gate && a.up == b.up && a.down == b.down && a.inter == b.inter;
   };
   if (t.dev != nullptr && std::equal(host.begin(), host.end(), t.host.begin(), t.host.end(), same)) return &t;
-  if (t.dev != nullptr) SPK_TRY(before_move());  // replaced: nothing queued may still read the old table
-  t.dev = nullptr;
-  SPK_TRY(dev_alloc(t.storage, host.size() * sizeof(cuda::MoeExpert),
-                    "the expert table of a " + std::to_string(host.size()) + "-expert layer"));
-  SPK_CUDA_CHECK(cudaMemcpy(t.storage.get(), host.data(), host.size() * sizeof(cuda::MoeExpert),
-                            cudaMemcpyHostToDevice));
+  SPK_TRY(store_table(t, host.data(), host.size() * sizeof(cuda::MoeExpert),
+                      "the expert table of a " + std::to_string(host.size()) + "-expert layer"));
   t.dev = static_cast<const cuda::MoeExpert*>(t.storage.get());
   t.host = std::move(host);
   t.max_inter = max_inter;
