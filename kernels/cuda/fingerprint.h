@@ -67,6 +67,10 @@ inline void fp_add(Fingerprint& f, const W4A16Weight& w) {
   fp_add(f, w.qweight), fp_add(f, w.qzeros), fp_add(f, w.scales), fp_add(f, w.g_idx);
   fp_add(f, w.group_size), fp_add(f, w.N), fp_add(f, w.K);
 }
+inline void fp_add(Fingerprint& f, const W4A16Group& g) {
+  fp_add(f, g.n);
+  for (int i = 0; i < g.n; ++i) fp_add(f, g.segs[i].w), fp_add(f, g.segs[i].bias), fp_add(f, g.segs[i].y);
+}
 inline void fp_add(Fingerprint& f, const MoeShape& s) {
   fp_add(f, s.n_experts), fp_add(f, s.d), fp_add(f, s.max_inter), fp_add(f, s.vec);
 }

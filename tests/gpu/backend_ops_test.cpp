@@ -125,8 +125,37 @@ std::vector<Case> linear_cases() {
   return cs;
 }
 
-// GPTQ int4 (checkpoint layout, kernels/formats/linear_weight.h): random nibbles, zeros and f16 scales,
-// with and without act-order g_idx (the generic kernel, w4a16_gidx.cu; the fast one takes the rest).
+// A GPTQ int4 weight (checkpoint layout, kernels/formats/linear_weight.h): random nibbles, zeros and f16
+// scales, `group` inputs per group (<= 0: all of K), act-order g_idx when asked.
+Result<spk::LinearWeight> gptq_weight(Backend& be, Inputs& in, int K, int N, int group_size, bool act_order) {
+  const int group = group_size > 0 ? group_size : K, G = (K + group - 1) / group;
+  std::vector<int32_t> qw(size_t(K / 8) * N), qz(size_t(G) * (N / 8)), gi;
+  for (auto& v : qw) v = int32_t(uint32_t(in.rng()));
+  for (auto& v : qz) v = int32_t(uint32_t(in.rng()));
+  std::vector<uint16_t> sc(size_t(G) * N);
+  const std::vector<float> sf = in.floats(sc.size(), 0.01f);
+  for (size_t i = 0; i < sc.size(); ++i) sc[i] = spk::f32_to_f16(sf[i]);
+  if (act_order) {  // a permutation of the inputs, `group` of them per group
+    gi.resize(K);
+    for (int k = 0; k < K; ++k) gi[(k * 37 + 11) % K] = k / group;
+  }
+  spk::LinearWeight w;
+  w.format = spk::WeightFormat::gptq_int4;
+  w.out = N, w.in = K, w.group_size = group_size;
+  SPK_TRY(spk::require_support(be, w.format, "the test's gptq weight"));
+  TRY_T(qwt, raw(be, qw, DType::i32, {K / 8, N}));
+  TRY_T(qzt, raw(be, qz, DType::i32, {G, N / 8}));
+  TRY_T(sct, raw(be, sc, DType::f16, {G, N}));
+  w.values = qwt, w.zeros = qzt, w.scales = sct;
+  if (act_order) {
+    TRY_T(git, raw(be, gi, DType::i32, {K}));
+    w.g_idx = git;
+  }
+  return w;
+}
+
+// GPTQ int4 with and without act-order g_idx (the generic kernel, w4a16_gidx.cu; the fast one takes the
+// rest).
 std::vector<Case> gptq_cases() {
   std::vector<Case> cs;
   uint64_t seed = 500;
@@ -145,34 +174,69 @@ std::vector<Case> gptq_cases() {
                    (act_order ? " act-order" : "") + (m == 3 ? " bias" : ""),
                ++seed, 1e-4, nullptr};
         c.run = [=](Backend& be, Inputs& in, std::vector<float>& out) -> Status {
-          const int K = sh.k, N = sh.n, group = sh.group > 0 ? sh.group : K, G = (K + group - 1) / group;
-          std::vector<int32_t> qw(size_t(K / 8) * N), qz(size_t(G) * (N / 8)), gi;
-          for (auto& v : qw) v = int32_t(uint32_t(in.rng()));
-          for (auto& v : qz) v = int32_t(uint32_t(in.rng()));
-          std::vector<uint16_t> sc(size_t(G) * N);
-          const std::vector<float> sf = in.floats(sc.size(), 0.01f);
-          for (size_t i = 0; i < sc.size(); ++i) sc[i] = spk::f32_to_f16(sf[i]);
-          if (act_order) {  // a permutation of the inputs, `group` of them per group
-            gi.resize(K);
-            for (int k = 0; k < K; ++k) gi[(k * 37 + 11) % K] = k / group;
-          }
-          spk::LinearWeight w;
-          w.format = spk::WeightFormat::gptq_int4;
-          w.out = N, w.in = K, w.group_size = sh.group;
-          SPK_TRY(spk::require_support(be, w.format, "the test's gptq weight"));
-          TRY_T(qwt, raw(be, qw, DType::i32, {K / 8, N}));
-          TRY_T(qzt, raw(be, qz, DType::i32, {G, N / 8}));
-          TRY_T(sct, raw(be, sc, DType::f16, {G, N}));
-          w.values = qwt, w.zeros = qzt, w.scales = sct;
-          if (act_order) {
-            TRY_T(git, raw(be, gi, DType::i32, {K}));
-            w.g_idx = git;
-          }
-          TRY_T(x, f32(be, in.floats(size_t(m) * K), {m, K}));
-          TRY_T(b, f32(be, in.floats(size_t(N)), {N}));
-          TRY_T(y, be.alloc(DType::f32, {m, N}));
-          SPK_TRY(be.linear(x, w, m == 3 ? &b : nullptr, y));
+          auto w = gptq_weight(be, in, sh.k, sh.n, sh.group, act_order);
+          if (!w.ok()) return w.error();
+          TRY_T(x, f32(be, in.floats(size_t(m) * sh.k), {m, sh.k}));
+          TRY_T(b, f32(be, in.floats(size_t(sh.n)), {sh.n}));
+          TRY_T(y, be.alloc(DType::f32, {m, sh.n}));
+          SPK_TRY(be.linear(x, *w, m == 3 ? &b : nullptr, y));
           return down(be, y, out);
+        };
+        cs.push_back(std::move(c));
+      }
+  return cs;
+}
+
+// GPTQ int4 linears on one x one after the other, as q/k/v and gate/up are (the CUDA backend runs them as
+// one launch, fusion/w4a16_group.cpp): each output against the CPU twin, outputs concatenated. Covers every
+// row template, segments of unequal width with and without bias, more linears than one launch takes, and an
+// act-order one in the middle (it runs alone and ends the group).
+std::vector<Case> gptq_group_cases() {
+  std::vector<Case> cs;
+  uint64_t seed = 700;
+  struct Seg {
+    int n;
+    bool bias, act_order;
+  };
+  const std::vector<std::pair<std::string, std::vector<Seg>>> groups = {
+      {"q/k/v", {{256, false, false}, {64, true, false}, {64, false, false}}},
+      {"gate/up", {{1032, false, false}, {1032, false, false}}},
+      {"six",
+       {{40, true, false},
+        {48, false, false},
+        {520, true, false},
+        {64, false, false},
+        {96, false, false},
+        {8, true, false}}},
+      {"act-order between", {{64, false, false}, {64, false, true}, {64, true, false}, {64, false, false}}}};
+  for (int m : {1, 2, 3, 8, 11})
+    for (const auto& [label, segs] : groups)
+      for (int group : {32, 128}) {
+        const int K = 1024;
+        Case c{"linear gptq-int4 " + label + " m=" + std::to_string(m) +
+                   " k=1024 group=" + std::to_string(group),
+               ++seed, 1e-4, nullptr};
+        c.run = [=, segs = segs](Backend& be, Inputs& in, std::vector<float>& out) -> Status {
+          TRY_T(x, f32(be, in.floats(size_t(m) * K), {m, K}));
+          std::vector<spk::LinearWeight> ws;
+          std::vector<Tensor> bs, ys;
+          for (const Seg& sg : segs) {  // every tensor first: the linears must follow one another
+            auto w = gptq_weight(be, in, K, sg.n, group, sg.act_order);
+            if (!w.ok()) return w.error();
+            ws.push_back(*w);
+            TRY_T(b, f32(be, in.floats(size_t(sg.n)), {sg.n}));
+            TRY_T(y, be.alloc(DType::f32, {m, sg.n}));
+            bs.push_back(b), ys.push_back(y);
+          }
+          for (size_t i = 0; i < segs.size(); ++i)
+            SPK_TRY(be.linear(x, ws[i], segs[i].bias ? &bs[i] : nullptr, ys[i]));
+          out.clear();
+          for (const Tensor& y : ys) {
+            std::vector<float> part;
+            SPK_TRY(down(be, y, part));
+            out.insert(out.end(), part.begin(), part.end());
+          }
+          return spk::ok_status();
         };
         cs.push_back(std::move(c));
       }
@@ -391,6 +455,7 @@ TEST(BackendOps, Elementwise) { run_all(elementwise_cases()); }
 TEST(BackendOps, Attention) { run_all(attention_cases()); }
 TEST(BackendOps, MoeFfn) { run_all(moe_cases()); }
 TEST(BackendOps, LinearGptqInt4) { run_all(gptq_cases()); }
+TEST(BackendOps, LinearGptqInt4Grouped) { run_all(gptq_group_cases()); }
 
 // Every variant the CUDA backend says it runs is one the CPU reference runs too (the twin exists).
 TEST(BackendOps, CudaVariantsHaveCpuTwins) {

@@ -2,6 +2,7 @@
 // into it (a new op or a flush forgets it). Each rule has a file here, its own off-switch (kernels/knobs.h)
 // and a case in tests/gpu/fusion_test.cpp (fused == unfused):
 //   gemv_group.cpp          GEMVs on one x (q/k/v, gate/up) share a launch        SPARKCTL_GEMV_GROUP
+//   w4a16_group.cpp         the same for GPTQ int4 linears                         SPARKCTL_GEMV_GROUP
 //   norm_into_gemv.cpp      rmsnorm into the next GEMV                             SPARKCTL_NORM_FUSE
 //   residual_into_gemv.cpp  residual add into the previous GEMV                    SPARKCTL_RESIDUAL_FUSE
 //   swiglu_into_gemv.cpp    silu_mul into the gate/up GEMV                         SPARKCTL_SWIGLU_FUSE
@@ -43,6 +44,19 @@ inline Status launch_gemv(const GemvOp& g, cudaStream_t s) {
   return gemv_bf16_fused(g.segs.data(), g.n, g.x, g.m, g.k, g.f, s);
 }
 
+// The last queued op when it is a W4A16 linear (g.n > 0): later ones on the same x [m, k] join it.
+struct W4A16Op {
+  W4A16Group g;
+  const float* x = nullptr;
+  int m = 0, sm_count = 0;
+};
+inline void fp_add(Fingerprint& f, const W4A16Op& o) {
+  fp_add(f, o.g), fp_add(f, o.x), fp_add(f, o.m), fp_add(f, o.sm_count);
+}
+inline Status launch_w4a16(const W4A16Op& o, cudaStream_t s) {
+  return w4a16_linear_group(o.g, o.x, o.m, o.sm_count, s);
+}
+
 // The last queued op when it is an rmsnorm without residual (out == nullptr: it is not), which a GEMV
 // reading its output absorbs.
 struct NormOp {
@@ -65,6 +79,7 @@ struct Peepholes {
   const float* staged_x = nullptr;  // x of the last queued GEMM, while its bf16 staging is current
   int staged_m = 0, staged_k = 0;
   GemvOp gemv;
+  W4A16Op w4a16;
   NormOp norm;
   RopeOp rope;
   // The last queued op when it is a rope + cache write (q == nullptr: it is not), which a decode step's
@@ -74,6 +89,7 @@ struct Peepholes {
   void forget() {
     staged_x = nullptr;
     gemv.n = 0;
+    w4a16.g.n = 0;
     norm = NormOp{};
     rope = RopeOp{};
     rope_cache = DecodeRope{};

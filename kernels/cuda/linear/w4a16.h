@@ -21,6 +21,23 @@ struct W4A16Weight {
   int N = 0, K = 0;
 };
 
+// One output of a grouped launch: y = x . dequant(w) (+ bias).
+struct W4A16Segment {
+  W4A16Weight w;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
+// Up to kW4A16MaxGroup linears reading the same x [M, K] (q/k/v; gate/up), run as one launch: their weights
+// share K and the group size, and take the fast kernel (no g_idx, group size a multiple of 8 or all of K).
+inline constexpr int kW4A16MaxGroup = 4;
+struct W4A16Group {
+  W4A16Segment segs[kW4A16MaxGroup];
+  int n = 0;
+};
+bool w4a16_groupable(const W4A16Weight& w);
+Status w4a16_linear_group(const W4A16Group& g, const float* x, int M, int sm_count, cudaStream_t s);
+
 // K % 8 == 0 and N % 8 == 0 (the packing); any M (rows are taken 8 at a time: every row block re-reads the
 // weights, so prefill pays M / 8 weight passes). `sm_count` sizes the split along K. Chooses between the
 // fast kernel (w4a16.cu: groups in K order, group size a multiple of 8) and the generic one.

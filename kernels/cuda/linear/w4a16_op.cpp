@@ -1,5 +1,6 @@
 // The gptq_int4 row of the linear chooser: the W4A16 GEMV (w4a16.cu) on the checkpoint layout, which the
-// loader copied to the device as it is (no repack yet). No fusion joins it: push() ends the peepholes.
+// loader copied to the device as it is (no repack yet). Linears on the same x join one launch
+// (fusion/w4a16_group.cpp); no other fusion joins it yet.
 #include "kernels/cuda/backend_impl.h"
 #include "kernels/cuda/linear/w4a16.h"
 
@@ -25,9 +26,16 @@ Status CudaBackend::linear_w4a16(const Tensor& x, const LinearWeight& w, const T
   k.group_size = w.group_size, k.N = static_cast<int>(N), k.K = static_cast<int>(K);
   const int M = static_cast<int>(x.numel() / K), sms = sm_count_;
   const float* xp = x.ptr<float>();
-  const float* bp = bias ? bias->ptr<float>() : nullptr;
-  float* yp = y.ptr<float>();
-  launch(OpId::linear_w4a16, w4a16_linear, k, xp, M, bp, yp, sms, kStream);
+  const W4A16Segment seg{k, bias ? bias->ptr<float>() : nullptr, y.ptr<float>()};
+  if (!w4a16_groupable(k)) {
+    launch(OpId::linear_w4a16, w4a16_linear, k, xp, M, seg.bias, seg.y, sms, kStream);
+    return ok_status();
+  }
+  if (fuse_w4a16_group(seg, xp, M)) return ok_status();
+  W4A16Op op;
+  op.g.segs[0] = seg, op.g.n = 1, op.x = xp, op.m = M, op.sm_count = sms;
+  launch(OpId::linear_w4a16, launch_w4a16, op, kStream);
+  ph_.w4a16 = op;  // after launch(), which forgets the peepholes
   return ok_status();
 }
 
