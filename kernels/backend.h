@@ -96,6 +96,12 @@ class Backend {
   [[nodiscard]] virtual bool supports(WeightFormat f) const { return f == WeightFormat::dense; }
   // The formats moe_ffn takes for experts (a subset of supports(WeightFormat)).
   [[nodiscard]] virtual bool supports_experts(WeightFormat f) const { return f == WeightFormat::dense; }
+  // Whether moe_ffn takes this layer's experts (width d) as loaded: a layout its kernels do not read (an
+  // act-order GPTQ expert on CUDA, say) is refused at load, naming the expert and the fix.
+  virtual Status check_experts(const std::vector<ExpertWeights>& experts, int64_t d) const {
+    (void)experts, (void)d;
+    return ok_status();
+  }
   [[nodiscard]] virtual bool supports(KvFormat f) const { return f == kv_format(); }
   [[nodiscard]] virtual bool supports(AttnKind k) const {
     return k == AttnKind::causal || k == AttnKind::sliding;

@@ -12,7 +12,7 @@ namespace spk {
 #define SPK_KNOBS(X)                                                                                         \
   X(CUDA_GRAPHS, 1, 0, 1, "capture repeated decode steps as CUDA graphs (0: every op launched eagerly)")     \
   X(GEMV_MAX_BATCH, 2, 0, 8, "decode batches up to this many rows take the GEMV, larger ones cuBLASLt")      \
-  X(INT4_EXPERTS, 0, 0, 1, "1: run GPTQ MoE experts on the int4 expert kernels (not yet checked on a GPU)")  \
+  X(INT4_EXPERTS, 1, 0, 1, "0: refuse GPTQ MoE experts on CUDA (1: the int4 expert kernels run them)")       \
   X(GEMV_GROUP, 1, 0, 1, "GEMVs reading the same x (q/k/v, gate/up) share one launch")                       \
   X(NORM_FUSE, 1, 0, 1, "an rmsnorm folds into the GEMV that reads its output")                              \
   X(RESIDUAL_FUSE, 1, 0, 1, "the residual add folds into the GEMV that made the delta (o_proj, down_proj)")  \

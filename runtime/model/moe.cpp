@@ -77,7 +77,7 @@ Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const
           "backend '" + std::string(be.name()) + "' runs mixture-of-experts experts in " +
               "dense formats only, and " + module(gate) + " is " + q->describe(),
           "serve this checkpoint with --backend cpu, or a dense (bf16) checkpoint on this backend (CUDA: "
-          "SPARKCTL_INT4_EXPERTS=1 runs the int4 expert kernels, not yet checked on a GPU)");
+          "unset SPARKCTL_INT4_EXPERTS=0, which turned the int4 expert kernels off)");
     SPK_ASSIGN(e.gate, load_gptq_linear(be, src, *q, module(gate), I, H, s, all_h));
     SPK_ASSIGN(e.up, load_gptq_linear(be, src, *q, module(up), I, H, s, all_h));
     SPK_ASSIGN(e.down, load_gptq_linear(be, src, *q, module(down), H, I, all_h, s));
@@ -176,6 +176,7 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
                               "config.json gives shared_expert_intermediate_size", q));
     experts.push_back(std::move(x));
   }
+  SPK_TRY(be.check_experts(experts, H));
   spec = router.spec();
   spec.shared = shared;
   spec.shared_gated = shared_gated;

@@ -108,18 +108,17 @@ TEST(CudaGptq, QuantizedModelsMatchTheCpuTwin) {
 TEST(CudaGptq, QuantizedExpertsMatchTheCpuTwin) {
   std::string why;
   if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
-  const std::string dense_only = quantized(Arch::qwen3_moe, 32, false, true);
-  auto off = rt::Model::load(dense_only, {.backend = "cuda"});  // the kernels are opt-in until checked here
+  ::setenv("SPARKCTL_INT4_EXPERTS", "0", 1);  // the off-switch refuses them by name
+  auto off = rt::Model::load(quantized(Arch::qwen3_moe, 32, false, true), {.backend = "cuda"});
   ASSERT_FALSE(off.ok());
   EXPECT_NE(std::string(off.error().what()).find("SPARKCTL_INT4_EXPERTS"), std::string::npos);
-  ::setenv("SPARKCTL_INT4_EXPERTS", "1", 1);
+  ::unsetenv("SPARKCTL_INT4_EXPERTS");
   check(Arch::qwen3_moe, 32, false, true);
   check(Arch::qwen3_moe, -1, false, false);
   const std::string act = quantized(Arch::qwen3_moe, 32, true, true);
   auto gpu = rt::Model::load(act, {.backend = "cuda"});
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(std::string(gpu.error().what()).find("act-order"), std::string::npos) << gpu.error().what();
-  ::unsetenv("SPARKCTL_INT4_EXPERTS");
   fs::remove_all(root());
 }
 

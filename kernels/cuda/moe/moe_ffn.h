@@ -42,17 +42,17 @@ Status moe_ffn_bf16(const MoeExpert* experts, const MoeShape& sh, const float* x
                     cudaStream_t s);
 
 // A GPTQ int4 expert (moe_w4a16.cu): gate, up with N = inter, K = d; down with N = d, K = inter. Groups in
-// K order (no act-order g_idx), group size a multiple of 8 or one group of K, the same for every expert.
+// K order (no act-order g_idx), group size a multiple of 8 or one group of K; each weight reads its own.
 struct MoeExpertQ {
   W4A16Weight gate, up, down;
   int inter;
 };
 
 // The same FFN over GPTQ experts. scratch: moe::carve(scratch, n * k, n_experts, d, max_inter, nullptr,
-// true) bytes; sm_count sizes the K split.
+// true) bytes; sm_count sizes the K split, aligned to the gate/up and the down group sizes where it can.
 Status moe_ffn_w4a16(const MoeExpertQ* experts, const MoeShape& sh, const float* x, const int32_t* ids,
                      const float* w, int n, int k, void* scratch, float* out, int sm_count, int group_size,
-                     cudaStream_t s);
+                     int down_group_size, cudaStream_t s);
 
 namespace moe {
 // The tensor-core steps 2-3 (moe_gemm.cu): h and y for every planned slot.

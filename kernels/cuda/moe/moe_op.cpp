@@ -24,7 +24,8 @@ Status CudaBackend::moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& e
     SPK_TRY(
         grow(moe_scratch_, cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr, true)));
     launch(OpId::moe_ffn_w4a16, cuda::moe_ffn_w4a16, tab->qdev, sh, x.ptr<float>(), ids.ptr<int32_t>(),
-           w.ptr<float>(), n, k, moe_scratch_.get(), out.ptr<float>(), sm_count_, tab->group_size, kStream);
+           w.ptr<float>(), n, k, moe_scratch_.get(), out.ptr<float>(), sm_count_, tab->group_size,
+           tab->down_group_size, kStream);
     return ok_status();
   }
   SPK_TRY(grow(moe_scratch_, cuda::moe::carve(nullptr, n * k, sh.n_experts, d, sh.max_inter, nullptr)));
@@ -60,15 +61,17 @@ Status CudaBackend::moe_route(const Tensor& logits, const MoeRouteSpec& sp, cons
 // address a new one reuses (another model, a test) must not find the old pointers.
 namespace {
 
-// The kernel's view of a gptq-int4 expert weight [out x in], or an error naming what it does not take.
-Result<W4A16Weight> int4_view(const LinearWeight& lw, int64_t out, int64_t in, int group,
-                              const std::string& what) {
+// The kernel's view of a gptq-int4 expert weight [out x in], or an error naming what it does not take. Each
+// weight keeps its own group size (per-channel experts have a group of `in`, which differs between the routed
+// and the shared expert).
+Result<W4A16Weight> int4_view(const LinearWeight& lw, int64_t out, int64_t in, const std::string& what) {
   if (lw.format != WeightFormat::gptq_int4 || lw.out != out || lw.in != in || !lw.g_idx.empty() ||
-      lw.group_size != group || (group > 0 && group % 8 != 0) || out % 8 != 0 || in % 8 != 0)
+      (lw.group_size > 0 && lw.group_size % 8 != 0) || out % 8 != 0 || in % 8 != 0)
     return make_error(
         "cuda moe_ffn: " + what + " is " + describe(lw) + (lw.g_idx.empty() ? "" : " with act-order g_idx") +
-            " (expected gptq-int4 [" + std::to_string(out) + " x " + std::to_string(in) + "], group " +
-            std::to_string(group) + ", no act-order: the int4 expert kernels read groups in input order)",
+            " (expected gptq-int4 [" + std::to_string(out) + " x " + std::to_string(in) +
+            "], a group size that is a multiple of 8, no act-order: the int4 expert kernels read "
+            "groups in input order)",
         "quantize the experts without --desc-act, or serve this checkpoint with --backend cpu");
   W4A16Weight k;
   k.qweight = lw.values.ptr<int32_t>(), k.qzeros = lw.zeros.ptr<int32_t>();
@@ -77,7 +80,29 @@ Result<W4A16Weight> int4_view(const LinearWeight& lw, int64_t out, int64_t in, i
   return k;
 }
 
+// The int4 expert table of a layer of width d.
+Result<std::vector<cuda::MoeExpertQ>> int4_table(const std::vector<ExpertWeights>& experts, int64_t d) {
+  std::vector<cuda::MoeExpertQ> host(experts.size());
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const ExpertWeights& e = experts[i];
+    const int64_t I = e.inter();
+    const std::string what = "expert " + std::to_string(i);
+    SPK_ASSIGN(host[i].gate, int4_view(e.gate, I, d, what + " gate"));
+    SPK_ASSIGN(host[i].up, int4_view(e.up, I, d, what + " up"));
+    SPK_ASSIGN(host[i].down, int4_view(e.down, d, I, what + " down"));
+    host[i].inter = static_cast<int>(I);
+  }
+  return host;
+}
+
 }  // namespace
+
+Status CudaBackend::check_experts(const std::vector<ExpertWeights>& experts, int64_t d) const {
+  if (experts.empty() || experts[0].gate.format != WeightFormat::gptq_int4) return ok_status();
+  auto table = int4_table(experts, d);
+  if (!table.ok()) return table.error();
+  return ok_status();
+}
 
 // A table of `bytes` from `host` into fresh device storage of t; a table it replaces may still be read by
 // what is queued, so that runs first.
@@ -92,19 +117,9 @@ Status CudaBackend::store_table(MoeTable& t, const void* host, size_t bytes, con
 // The device table of a gptq-int4 expert list (moe_w4a16.cu).
 Result<const CudaBackend::MoeTable*> CudaBackend::moe_table_int4(const std::vector<ExpertWeights>& experts,
                                                                  int d) {
-  std::vector<cuda::MoeExpertQ> host(experts.size());
-  const int group = experts[0].gate.group_size;
+  SPK_ASSIGN(std::vector<cuda::MoeExpertQ> host, int4_table(experts, d));
   int max_inter = 0;
-  for (size_t i = 0; i < experts.size(); ++i) {
-    const ExpertWeights& e = experts[i];
-    const int64_t I = e.inter();
-    const std::string what = "expert " + std::to_string(i);
-    SPK_ASSIGN(host[i].gate, int4_view(e.gate, I, d, group, what + " gate"));
-    SPK_ASSIGN(host[i].up, int4_view(e.up, I, d, group, what + " up"));
-    SPK_ASSIGN(host[i].down, int4_view(e.down, d, I, group, what + " down"));
-    host[i].inter = static_cast<int>(I);
-    max_inter = std::max(max_inter, host[i].inter);
-  }
+  for (const auto& e : host) max_inter = std::max(max_inter, e.inter);
   MoeTable& t = moe_tables_[experts.data()];
   if (t.qdev != nullptr && t.qhost.size() == host.size() &&
       std::memcmp(t.qhost.data(), host.data(), host.size() * sizeof(cuda::MoeExpertQ)) == 0)
@@ -114,7 +129,8 @@ Result<const CudaBackend::MoeTable*> CudaBackend::moe_table_int4(const std::vect
   t.qdev = static_cast<const cuda::MoeExpertQ*>(t.storage.get());
   t.qhost = std::move(host);
   t.max_inter = max_inter;
-  t.group_size = group;
+  t.group_size = experts[0].gate.group_size;  // the slices' alignment (each weight reads its own)
+  t.down_group_size = experts[0].down.group_size;
   return &t;
 }
 

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
 
 Status moe_ffn_w4a16(const MoeExpertQ* experts, const MoeShape& sh, const float* x, const int32_t* ids,
                      const float* w, int n, int k, void* scratch, float* out, int sm_count, int group_size,
-                     cudaStream_t s) {
+                     int down_group_size, cudaStream_t s) {
   if (n <= 0) return ok_status();
   const int nk = n * k, A = moe::max_active(nk, sh.n_experts);
   moe::Plan p;
@@ -144,7 +144,7 @@ Status moe_ffn_w4a16(const MoeExpertQ* experts, const MoeShape& sh, const float*
   const int s1 = w4a16::slice_rows(sh.d, group_size, inter_blocks * A, sm_count, kMaxSlice);
   gate_up_w4a16<<<dim3(inter_blocks, (sh.d + s1 - 1) / s1, A), kThreads, 0, s>>>(experts, sh, x, k, p, s1);
   SPK_CUDA_CHECK(cudaGetLastError());
-  const int s2 = w4a16::slice_rows(sh.max_inter, group_size, d_blocks * A, sm_count, kMaxSlice);
+  const int s2 = w4a16::slice_rows(sh.max_inter, down_group_size, d_blocks * A, sm_count, kMaxSlice);
   down_w4a16<<<dim3(d_blocks, (sh.max_inter + s2 - 1) / s2, A), kThreads, 0, s>>>(experts, sh, p, s2);
   SPK_CUDA_CHECK(cudaGetLastError());
   return moe::combine(ids, w, sh.n_experts, n, k, sh.d, p.y, out, s);
