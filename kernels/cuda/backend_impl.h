@@ -141,10 +141,11 @@ class CudaBackend final : public Backend {
   [[nodiscard]] bool supports(WeightFormat f) const override {
     return f == WeightFormat::dense || f == WeightFormat::gptq_int4;
   }
-  // gptq-int4 experts (moe/moe_w4a16.cu) only with SPARKCTL_INT4_EXPERTS=1 until a GPU run has checked them.
+  // gptq-int4 experts on the int4 expert kernels (moe/moe_w4a16.cu) unless SPARKCTL_INT4_EXPERTS=0.
   [[nodiscard]] bool supports_experts(WeightFormat f) const override {
     return f == WeightFormat::dense || (f == WeightFormat::gptq_int4 && int4_experts_);
   }
+  Status check_experts(const std::vector<ExpertWeights>& experts, int64_t d) const override;  // moe/
   Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
   Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
@@ -239,7 +240,7 @@ class CudaBackend final : public Backend {
     std::vector<cuda::MoeExpert> host;       // what dev holds
     const cuda::MoeExpertQ* qdev = nullptr;  // gptq-int4 experts (moe_w4a16.cu)
     std::vector<cuda::MoeExpertQ> qhost;
-    int group_size = 0;
+    int group_size = 0, down_group_size = 0;  // int4 experts: the first expert's, for the K slices
     int max_inter = 0;
     bool vec = true;  // every expert row 16-byte aligned: the kernels' vector loads
   };
