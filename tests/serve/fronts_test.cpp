@@ -104,10 +104,11 @@ TEST(ResponsesApi, MapsItemsAndRefusesOtherToolTypes) {
   EXPECT_EQ(m[1]["role"], "system");
   EXPECT_EQ(m[3]["tool_calls"][0]["function"]["arguments"]["d"], 1);
   EXPECT_EQ(m[4]["role"], "tool");
-  auto bad =
-      parse_responses_request(R"({"model":"tiny","input":"x","tools":[{"type":"web_search"}]})", "tiny");
+  auto bad = parse_responses_request(
+      R"({"model":"tiny","input":"x","tools":[{"type":"web_search"},{"type":"frobnicate"}]})", "tiny");
   ASSERT_TRUE(std::holds_alternative<FieldError>(bad));
-  EXPECT_EQ(std::get<FieldError>(bad).param, "tools[0].type");
+  EXPECT_EQ(std::get<FieldError>(bad).param, "tools[1].type");
+  EXPECT_NE(std::get<FieldError>(bad).message.find("'frobnicate'"), std::string::npos);
   auto prev =
       parse_responses_request(R"({"model":"tiny","input":"x","previous_response_id":"resp_x"})", "tiny");
   auto pq = std::get<ResponsesRequest>(prev);
