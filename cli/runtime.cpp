@@ -74,7 +74,7 @@ struct ServeFlags {
   std::string tool_call_parser = "auto";  // auto: by model_type / chat template; none: off
   std::string reasoning_parser = "auto";
   std::string default_chat_template_kwargs;  // JSON object; a request's own kwargs win key by key
-  std::string scripted_output;               // test instrument: a file of text the engine emits
+  std::vector<std::string> scripted_output;  // test instrument: files of text the engine emits, in turn
   bool enable_test_instruments = false;
 };
 
@@ -147,7 +147,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   if (tp && !f.dry_run_memory && !std::getenv("SPARKCTL_RDZV_TOKEN"))
     return fail(kExitUsage, "$SPARKCTL_RDZV_TOKEN is empty (export the same rendezvous token on every rank)");
   if (!f.scripted_output.empty() && !f.enable_test_instruments)
-    return fail(kExitUsage, "--scripted-output " + f.scripted_output +
+    return fail(kExitUsage, "--scripted-output " + f.scripted_output.front() +
                                 " is a test instrument (answers would not come from the model); add "
                                 "--enable-test-instruments to use it");
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
@@ -299,18 +299,18 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
                model_type.empty() ? "?" : model_type,
                parsing->tool_call_parser.empty() ? "none" : parsing->tool_call_parser,
                parsing->reasoning_parser.empty() ? "none" : parsing->reasoning_parser);
-  std::vector<int32_t> scripted;
-  if (!f.scripted_output.empty()) {
-    auto text = read_file(f.scripted_output);
+  std::vector<std::vector<int32_t>> scripted;
+  for (const auto& file : f.scripted_output) {
+    auto text = read_file(file);
     if (!text.ok()) return fail(kExitUsage, "--scripted-output: " + text.error().what());
-    scripted = (*tok)->encode(*text, /*add_special_tokens=*/false);
-    if (scripted.empty())
-      return fail(kExitUsage,
-                  "--scripted-output " + f.scripted_output + " is empty (write the text to emit)");
+    scripted.push_back((*tok)->encode(*text, /*add_special_tokens=*/false));
+    if (scripted.back().empty())
+      return fail(kExitUsage, "--scripted-output " + file + " is empty (write the text to emit)");
     spdlog::warn(
-        "TEST INSTRUMENT: --scripted-output {}: every sequence emits these {} tokens instead of "
+        "TEST INSTRUMENT: --scripted-output {}: scripted sequence {}{} emits these {} tokens instead of "
         "sampling, then eos; the answers do not come from the model",
-        f.scripted_output, scripted.size());
+        file, scripted.size(), scripted.size() == f.scripted_output.size() ? " and every later one" : "",
+        scripted.back().size());
   }
   // Rank 0 of a group drives the workers through the leader (every allocate/forward broadcast first).
   std::unique_ptr<rt::LeaderModel> leader;
@@ -332,7 +332,7 @@ int run_serve(const ServeFlags& f, const Context& ctx) {
   ec.max_model_len = max_len;
   ec.eos_ids = mc.eos_token_ids;
   ec.base_seed = f.seed;
-  ec.scripted_tokens = std::move(scripted);
+  ec.scripted_outputs = std::move(scripted);
   ec.enable_prefix_caching = f.enable_prefix_caching;
   spdlog::info("prefix caching: {}", f.enable_prefix_caching ? "enabled" : "disabled");
   rt::Engine engine(em, ec, &metrics);
@@ -486,10 +486,10 @@ void setup_runtime(CLI::App& app, Context& ctx) {
   s->add_option("--default-chat-template-kwargs", f->default_chat_template_kwargs,
                 "JSON object passed to the chat template under each request's chat_template_kwargs "
                 "(e.g. '{\"enable_thinking\": false}')");
-  s->add_option(
-       "--scripted-output", f->scripted_output,
-       "TEST INSTRUMENT: every sequence emits this file's text (tokenized) instead of sampling, then "
-       "eos; needs --enable-test-instruments")
+  s->add_option("--scripted-output", f->scripted_output,
+                "TEST INSTRUMENT: sequences emit this file's text (tokenized) instead of sampling, then eos; "
+                "repeat the flag for a script of several outputs: the i-th sequence (in order of submission) "
+                "emits the i-th file, the last file repeats; needs --enable-test-instruments")
       ->check(CLI::ExistingFile);
   s->add_flag("--enable-test-instruments", f->enable_test_instruments,
               "allow test instruments (--scripted-output); never on a serving deployment");

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "runtime/serve/stats_logger.h"  // access line per request
 
 namespace spk::rt {
@@ -111,7 +113,10 @@ Result<Submitted> Engine::submit(SubmitRequest req) {
   Sampler sampler(req.params, cfg_.base_seed + id);
   sampler.set_prompt_length(static_cast<size_t>(n));
   auto ch = std::make_shared<SeqChannel>();
-  inbox_.push_back(Live{seq, std::move(sampler), req.params, req.logprobs, ch, Clock::now(), {}});
+  const std::vector<int32_t>* script = nullptr;
+  if (req.scripted && !cfg_.scripted_outputs.empty())
+    script = &cfg_.scripted_outputs[std::min(next_script_++, cfg_.scripted_outputs.size() - 1)];
+  inbox_.push_back(Live{seq, std::move(sampler), req.params, req.logprobs, ch, Clock::now(), {}, script});
   cv_.notify_all();
   return Submitted{id, ch};
 }
@@ -248,10 +253,10 @@ void Engine::step() {
     } else {
       lp = sampled_[r].logprob;
     }
-    if (!cfg_.scripted_tokens.empty()) {
+    if (l.script) {
       const auto k = static_cast<size_t>(s.num_generated());
-      if (k < cfg_.scripted_tokens.size())
-        tok = cfg_.scripted_tokens[k];
+      if (k < l.script->size())
+        tok = (*l.script)[k];
       else if (!cfg_.eos_ids.empty())
         tok = cfg_.eos_ids.front();
     }

@@ -34,10 +34,13 @@ struct EngineConfig {
   std::vector<int32_t> eos_ids;
   uint64_t base_seed = 0;     // unseeded requests get base_seed + a per-sequence counter
   size_t max_waiting = 4096;  // queue bound; beyond it submit() is refused (HTTP 429)
-  // Test instrument (runtime serve --scripted-output, only with --enable-test-instruments): every
-  // sequence's k-th generated token is scripted_tokens[k] instead of the sampled one, then eos_ids[0]
-  // once the script is spent. The model still runs every step (same timing, same KV traffic).
-  std::vector<int32_t> scripted_tokens;
+  // Test instrument (runtime serve --scripted-output, only with --enable-test-instruments): the i-th
+  // scripted sequence (in order of submission; a request with n choices submits n) emits
+  // scripted_outputs[min(i, size - 1)] instead of sampling: its k-th generated token is that script's
+  // k-th, then eos_ids[0] once the script is spent. So a script of several outputs answers successive
+  // requests in turn and the last one repeats. The model still runs every step (same timing, same KV
+  // traffic). Sequences submitted with SubmitRequest::scripted = false (warmup) sample as usual.
+  std::vector<std::vector<int32_t>> scripted_outputs;
   // Automatic prefix caching (block_manager.h): a prompt's cached full blocks are reused, not recomputed.
   bool enable_prefix_caching = true;
 };
@@ -81,6 +84,7 @@ struct SubmitRequest {
   std::vector<int32_t> prompt;
   SamplingParams params;  // params.max_tokens already clamped to max_model_len - prompt
   bool logprobs = false;
+  bool scripted = true;  // false: never given a scripted output (EngineConfig::scripted_outputs)
 };
 
 struct Submitted {
@@ -116,6 +120,7 @@ class Engine {
     bool logprobs = false;
     std::shared_ptr<SeqChannel> channel;
     std::chrono::steady_clock::time_point arrival, last_token;
+    const std::vector<int32_t>* script = nullptr;  // the scripted output this sequence emits, if any
   };
 
   void loop();
@@ -138,6 +143,7 @@ class Engine {
   std::deque<Live> inbox_;
   std::vector<uint64_t> aborts_;
   uint64_t next_id_ = 1;
+  size_t next_script_ = 0;  // index into cfg_.scripted_outputs of the next scripted sequence
   bool stop_ = false;
   Gauges gauges_;  // refreshed by the engine thread each step
   std::atomic<uint64_t> steps_{0};

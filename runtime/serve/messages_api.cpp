@@ -139,7 +139,7 @@ json messages_response(const std::string& id, const std::string& model, const Ch
 MessagesStream::MessagesStream(std::string id, std::string model, int input_tokens)
     : id_(std::move(id)), model_(std::move(model)), input_tokens_(input_tokens) {}
 
-std::string MessagesStream::begin() {
+std::string MessagesStream::begin(const Usage& usage) {
   json msg = {{"id", id_},
               {"type", "message"},
               {"role", "assistant"},
@@ -147,7 +147,7 @@ std::string MessagesStream::begin() {
               {"content", json::array()},
               {"stop_reason", nullptr},
               {"stop_sequence", nullptr},
-              {"usage", usage_json(input_tokens_, 0)}};
+              {"usage", usage_json(input_tokens_, usage.completion_tokens, usage.cached_tokens)}};
   return sse_named_event("message_start", {{"type", "message_start"}, {"message", msg}});
 }
 
@@ -221,10 +221,8 @@ std::string MessagesStream::finish(const ChoiceOutput& out, const Usage& usage) 
       "message_delta",
       {{"type", "message_delta"},
        {"delta", {{"stop_reason", anthropic_stop_reason(out)}, {"stop_sequence", stop_sequence(out)}}},
-       {"usage",
-        {{"output_tokens", usage.completion_tokens},  // the cache is known once tokens flow: say it here
-         {"input_tokens", usage.prompt_tokens - usage.cached_tokens},
-         {"cache_read_input_tokens", usage.cached_tokens}}}});
+       // Cumulative, as Anthropic's: the same input split as message_start, the final output count.
+       {"usage", usage_json(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)}});
   ev += sse_named_event("message_stop", {{"type", "message_stop"}});
   return ev;
 }
@@ -239,7 +237,11 @@ MessagesFront::MessagesFront(std::string model, int input_tokens)
 std::string MessagesFront::take_events(Generation& gen) {
   std::string ev;
   if (!begun_) {
-    ev += stream_.begin();
+    // message_start waits for the prompt to be processed (the first token, or the end), so its usage
+    // already holds the prefix cache's share, as message_delta's does.
+    const Usage u = gen.usage();
+    if (u.completion_tokens == 0 && !gen.all_done()) return ev;
+    ev += stream_.begin(u);
     begun_ = true;
   }
   for (const auto& d : gen.take_deltas(0)) ev += stream_.push(d);

@@ -57,12 +57,14 @@ nlohmann::json messages_response(const std::string& id, const std::string& model
 
 // The stream's events from the structured deltas: message_start, then per block content_block_start
 // (the first one followed by ping), content_block_delta (text_delta / thinking_delta / input_json_delta),
-// content_block_stop; at the end message_delta (stop_reason, stop_sequence, usage.output_tokens) and
-// message_stop, or an error event.
+// content_block_stop; at the end message_delta (stop_reason, stop_sequence, usage) and message_stop, or an
+// error event. Both usages have Anthropic's four fields with the same input split (input_tokens the
+// uncached part, cache_read_input_tokens the cached part): message_start's from `usage` at the first
+// token, message_delta's the final counts (cumulative).
 class MessagesStream {
  public:
   MessagesStream(std::string id, std::string model, int input_tokens);
-  std::string begin();
+  std::string begin(const Usage& usage);
   std::string push(const OutputDelta& d);
   std::string finish(const ChoiceOutput& out, const Usage& usage);
   std::string fail(const std::string& message);

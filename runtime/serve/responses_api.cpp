@@ -47,14 +47,18 @@ json reasoning_item(const std::string& text, bool with_part) {
           {"summary", with_part ? json::array({summary_part(text)}) : json::array()},
           {"encrypted_content", nullptr}};
 }
-json function_item(const std::string& call_id, const std::string& name, const std::string& args,
-                   const char* status) {
-  return {{"type", "function_call"},
-          {"id", make_wire_id("fc_")},
-          {"call_id", call_id.empty() ? make_wire_id("call_") : call_id},
-          {"name", name},
-          {"arguments", args},
-          {"status", status}};
+// A parsed call of `flat` (the name the template was offered): a namespaced one carries its namespace.
+json function_item(const std::string& call_id, const ResponsesTools& tools, const std::string& flat,
+                   const std::string& args, const char* status) {
+  const ToolOrigin o = tools.origin_of(flat);
+  json item = {{"type", "function_call"},
+               {"id", make_wire_id("fc_")},
+               {"call_id", call_id.empty() ? make_wire_id("call_") : call_id},
+               {"name", o.name}};
+  if (!o.ns.empty()) item["namespace"] = o.ns;
+  item["arguments"] = args;
+  item["status"] = status;
+  return item;
 }
 
 }  // namespace
@@ -90,16 +94,18 @@ json response_object(const std::string& id, int64_t created_at, const std::strin
       {"usage", usage ? usage_json(*usage) : json(nullptr)},
       {"user", nullptr}};
   if (status == "incomplete") o["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  if (!r.tools.dropped.empty()) o["dropped_tools"] = r.tools.dropped;  // not OpenAI's: says what was left out
   return o;
 }
 
-json response_output(const ChoiceOutput& out) {
+json response_output(const ChoiceOutput& out, const ResponsesTools& tools) {
   const bool cut = out.finish_reason == "length";
   json items = json::array();
   if (!out.reasoning.empty()) items.push_back(reasoning_item(out.reasoning, true));
   if (!out.content.empty() || out.tool_calls.empty())
     items.push_back(message_item(out.content, cut ? "incomplete" : "completed", true));
-  for (const auto& t : out.tool_calls) items.push_back(function_item(t.id, t.name, t.arguments, "completed"));
+  for (const auto& t : out.tool_calls)
+    items.push_back(function_item(t.id, tools, t.name, t.arguments, "completed"));
   return items;
 }
 
@@ -115,12 +121,13 @@ ojson output_as_messages(const json& output) {
     } else if (type == "function_call") {
       const std::string args = it.value("arguments", "");
       ojson parsed = json_shape_problem(args) ? ojson() : ojson::parse(args, nullptr, false);
+      const std::string ns = it.value("namespace", ""), name = it.value("name", "");
       if (!a.contains("tool_calls")) a["tool_calls"] = ojson::array();
-      a["tool_calls"].push_back(
-          {{"id", it.value("call_id", "")},
-           {"type", "function"},
-           {"function",
-            {{"name", it.value("name", "")}, {"arguments", parsed.is_object() ? parsed : ojson(args)}}}});
+      a["tool_calls"].push_back({{"id", it.value("call_id", "")},
+                                 {"type", "function"},
+                                 {"function",
+                                  {{"name", ns.empty() ? name : flat_tool_name(ns, name)},
+                                   {"arguments", parsed.is_object() ? parsed : ojson(args)}}}});
     }
   }
   a["content"] = content;
@@ -226,7 +233,7 @@ std::string ResponsesStream::push(const OutputDelta& d) {
                          {"delta", d.text}});
     case OutputDelta::Kind::tool_call_begin:
       ev += close("completed");  // sequenced: close the old item before opening the new
-      ev += open(function_item(d.id, d.name, "", "in_progress"));
+      ev += open(function_item(d.id, req_.tools, d.name, "", "in_progress"));
       open_tool_ = d.tool_index;
       return ev;
     case OutputDelta::Kind::tool_call_arguments:
@@ -296,9 +303,9 @@ std::pair<int, json> ResponsesFront::response(Generation& gen) {
   if (auto f = gen.failure()) return {f->status, f->body()};
   const ChoiceOutput out = gen.output(0);
   const Usage u = gen.usage();
-  json r =
-      response_object(id_, created_at_, model_, req_,
-                      out.finish_reason == "length" ? "incomplete" : "completed", response_output(out), &u);
+  json r = response_object(id_, created_at_, model_, req_,
+                           out.finish_reason == "length" ? "incomplete" : "completed",
+                           response_output(out, req_.tools), &u);
   remember(r);
   return {200, r};
 }

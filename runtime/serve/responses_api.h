@@ -16,6 +16,7 @@
 #include "runtime/serve/api_front.h"
 #include "runtime/serve/chat_output.h"
 #include "runtime/serve/openai_protocol.h"
+#include "runtime/serve/responses_tools.h"
 
 namespace spk::rt {
 
@@ -34,6 +35,9 @@ struct ResponsesRequest {
   // absent; copied to api.tool_choice. "none" drops the tools from the prompt (no call parsing). "required"
   // and a named function are refused (no constrained decoding yet: output_constraints.h).
   nlohmann::ordered_json tool_choice;
+  // The tools as offered to the template (namespaces flattened), the way back from a flat name, and the
+  // hosted tools left out (echoed as `dropped_tools`).
+  ResponsesTools tools;
 };
 
 std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_view body,
@@ -51,8 +55,9 @@ nlohmann::json response_object(const std::string& id, int64_t created_at, const 
                                const ResponsesRequest& r, const std::string& status,
                                const nlohmann::json& output, const Usage* usage);
 
-// The output items of a finished choice (non-streamed): reasoning?, message?, function_call*.
-nlohmann::json response_output(const ChoiceOutput& out);
+// The output items of a finished choice (non-streamed): reasoning?, message?, function_call* (a call of a
+// namespaced tool with its `namespace` and the name within it).
+nlohmann::json response_output(const ChoiceOutput& out, const ResponsesTools& tools);
 
 // The stream's events from the structured deltas, each with its sequence_number: response.created,
 // response.in_progress; per item response.output_item.added ... response.output_item.done (a message:
@@ -87,7 +92,8 @@ class ResponsesStream {
   nlohmann::json final_;
 };
 
-// The chat-form messages of a finished answer (what a follow-up turn's history holds).
+// The chat-form messages of a finished answer (what a follow-up turn's history holds; a namespaced call
+// under its flat name).
 nlohmann::ordered_json output_as_messages(const nlohmann::json& output);
 
 // The ApiFront of /v1/responses over one Generation (choice 0); stores the answer when store is on.

@@ -1,10 +1,13 @@
 // /v1/responses request -> the chat template's messages and tools (responses_api.h).
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "runtime/serve/front_fields.h"
 #include "runtime/serve/output_constraints.h"
 #include "runtime/serve/response_store.h"
 #include "runtime/serve/responses_api.h"
+#include "runtime/serve/responses_tools.h"
 
 namespace spk::rt {
 
@@ -72,11 +75,14 @@ bool map_item(FieldChecker& c, const ojson& it, const std::string& path, ojson& 
     return true;
   }
   if (type == "function_call") {
-    std::string call_id, name, args;
+    std::string call_id, name, ns, args;
     if (!c.string(it, "call_id", path + ".call_id", call_id) || call_id.empty())
       return c.fail(path + ".call_id", "is required");
     if (!c.string(it, "name", path + ".name", name) || name.empty())
       return c.fail(path + ".name", "is required");
+    if (c.string(it, "namespace", path + ".namespace", ns) && !ns.empty())
+      name = flat_tool_name(ns, name);  // as its namespace's tools are offered (responses_tools.h)
+    if (c.err) return false;
     if (!c.string(it, "arguments", path + ".arguments", args))
       return c.fail(path + ".arguments", "is required");
     // Templates expect the arguments as an object (transformers' convention); text that is not one stays
@@ -121,33 +127,6 @@ bool map_item(FieldChecker& c, const ojson& it, const std::string& path, ojson& 
   return c.fail(path + ".type", "input item type '" + type +
                                     "' is not supported by this server (message, function_call, "
                                     "function_call_output, reasoning)");
-}
-
-bool map_tools(FieldChecker& c, const ojson& tools, ojson& out, std::vector<std::string>& names) {
-  if (!tools.is_array()) return c.fail("tools", "must be an array");
-  out = ojson::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const ojson& t = tools[i];
-    const std::string tp = at("tools", i);
-    std::string type, name, description;
-    if (!t.is_object() || !c.string(t, "type", tp + ".type", type))
-      return c.fail(tp + ".type", "is required ('function')");
-    if (type != "function")
-      return c.fail(tp + ".type",
-                    "tool type '" + type + "' is not supported by this server (only 'function')");
-    if (!c.string(t, "name", tp + ".name", name) || name.empty()) return c.fail(tp + ".name", "is required");
-    c.string(t, "description", tp + ".description", description);
-    bool strict = false;
-    c.boolean(t, "strict", tp + ".strict", strict);
-    const ojson* params = c.object(t, "parameters", tp + ".parameters");
-    if (c.err) return false;
-    ojson fn = {{"name", name}};
-    if (!description.empty()) fn["description"] = description;
-    fn["parameters"] = params ? *params : ojson{{"type", "object"}, {"properties", ojson::object()}};
-    out.push_back({{"type", "function"}, {"function", fn}});
-    names.push_back(name);
-  }
-  return true;
 }
 
 bool map_tool_choice(FieldChecker& c, const ojson& tc, const std::vector<std::string>& names, ojson& out) {
@@ -240,11 +219,18 @@ std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_v
     return FieldError{400, "input", "input: must be a string or a non-empty array of input items"};
   }
 
-  std::vector<std::string> names;
-  ojson tools = ojson::array();
-  if (const ojson* t = FieldChecker::get(j, "tools"); t && !map_tools(c, *t, tools, names)) return *c.err;
+  if (const ojson* t = FieldChecker::get(j, "tools"); t && !map_responses_tools(c, *t, r.tools))
+    return *c.err;
+  if (!r.tools.dropped.empty()) {
+    std::string types;
+    for (const auto& d : r.tools.dropped)
+      types += (types.empty() ? "" : ", ") + d["type"].get<std::string>() + " (tools[" +
+               std::to_string(d["index"].get<size_t>()) + "])";
+    spdlog::info("/v1/responses: hosted tools this server cannot run are not offered to the model: {}",
+                 types);
+  }
   if (const ojson* tc = FieldChecker::get(j, "tool_choice");
-      tc && !map_tool_choice(c, *tc, names, r.tool_choice))
+      tc && !map_tool_choice(c, *tc, r.tools.names, r.tool_choice))
     return *c.err;
   if (auto e = check_tool_choice_enforceable(
           r.tool_choice, "tool_choice",
@@ -253,7 +239,7 @@ std::variant<ResponsesRequest, FieldError> parse_responses_request(std::string_v
               : "'required'",
           "send 'auto' or 'none', or omit it"))
     return *e;
-  if (!tools.empty() && r.tool_choice != "none") q.tools = tools;
+  if (!r.tools.chat_tools.empty() && r.tool_choice != "none") q.tools = r.tools.chat_tools;
   q.tool_choice = r.tool_choice;
 
   r.echo["tools"] = j.contains("tools") && j["tools"].is_array() ? nlohmann::json::parse(j["tools"].dump())

@@ -17,7 +17,7 @@ Result<WarmupReport> warm_decode_buckets(Engine& engine, int max_num_seqs, int32
     p.temperature = 0;
     p.ignore_eos = true;
     p.max_tokens = std::min(2 * i + 3, max_tokens_cap);
-    auto s = engine.submit({{token}, p, false});
+    auto s = engine.submit({{token}, p, false, /*scripted=*/false});
     if (!s.ok()) return make_error("warmup sequence " + std::to_string(i) + ": " + s.error().what());
     subs.push_back(std::move(*s));
   }

@@ -119,5 +119,28 @@ TEST(Engine, RefusesPromptsThatCannotFit) {
   EXPECT_FALSE(e.submit({std::vector<int32_t>(256, 65), greedy(1), false}).ok());
 }
 
+// --scripted-output repeated: the i-th scripted sequence emits the i-th output, the last repeats; a
+// sequence submitted with scripted = false (warmup) samples and takes no turn.
+TEST(Engine, ScriptedOutputsAnswerSuccessiveSequencesInTurn) {
+  HashModel m;
+  ASSERT_TRUE(m.allocate_kv(64, 16).ok());
+  EngineConfig c = cfg(4, 256);
+  c.scripted_outputs = {{'a', 'b'}, {'c'}};
+  Engine e(m, c, nullptr);
+  e.start();
+  auto next = [&](bool scripted) {
+    auto s = e.submit({prompt(1), greedy(8), false, scripted});
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? drain(*s->channel) : testing::Drained{};
+  };
+  const auto warm = next(false);
+  EXPECT_EQ(warm.tokens.size(), 8u);  // sampled to max_tokens, not scripted
+  const auto first = next(true), second = next(true), third = next(true);
+  EXPECT_EQ(first.tokens, (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_EQ(first.finish, FinishReason::stop);
+  EXPECT_EQ(second.tokens, (std::vector<int32_t>{'c'}));
+  EXPECT_EQ(third.tokens, (std::vector<int32_t>{'c'}));
+}
+
 }  // namespace
 }  // namespace spk::rt

@@ -61,7 +61,7 @@ TEST(MessagesApi, MalformedFieldsAreNamed) {
 
 TEST(MessagesApi, StreamEventSequence) {
   MessagesStream s("msg_1", "tiny", 7);
-  std::string ev = s.begin();
+  std::string ev = s.begin(Usage{7, 0});
   ev += s.push({OutputDelta::Kind::reasoning, "think"});
   ev += s.push({OutputDelta::Kind::content, "hi"});
   OutputDelta b{OutputDelta::Kind::tool_call_begin, "", 0, "call_a", "ls"};
@@ -87,6 +87,28 @@ TEST(MessagesApi, StreamEventSequence) {
   EXPECT_EQ(full["usage"]["cache_read_input_tokens"], 0);
 }
 
+TEST(MessagesApi, StreamedUsageHasTheSameSplitAtStartAndEnd) {
+  MessagesStream s("msg_1", "tiny", 40);
+  std::string start = s.begin(Usage{40, 1, 32});
+  ChoiceOutput out;
+  out.content = "hi";
+  out.finish_reason = "stop";
+  std::string end = s.finish(out, Usage{40, 5, 32});
+  auto data_of = [](const std::string& ev, const std::string& name) {
+    const size_t e = ev.find("event: " + name + "\n");
+    const size_t d = ev.find("data: ", e) + 6;
+    return json::parse(ev.substr(d, ev.find('\n', d) - d));
+  };
+  const json u0 = data_of(start, "message_start")["message"]["usage"];
+  const json u1 = data_of(end, "message_delta")["usage"];
+  EXPECT_EQ(u0["input_tokens"], 8);
+  EXPECT_EQ(u0["cache_read_input_tokens"], 32);
+  EXPECT_EQ(u1["input_tokens"], u0["input_tokens"]);
+  EXPECT_EQ(u1["cache_read_input_tokens"], u0["cache_read_input_tokens"]);
+  EXPECT_EQ(u1["cache_creation_input_tokens"], 0);
+  EXPECT_EQ(u1["output_tokens"], 5);
+}
+
 TEST(ResponsesApi, MapsItemsAndRefusesOtherToolTypes) {
   auto r = parse_responses_request(R"({"model":"tiny","instructions":"sys","input":[
       {"role":"developer","content":"dev"},{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]},
@@ -104,10 +126,11 @@ TEST(ResponsesApi, MapsItemsAndRefusesOtherToolTypes) {
   EXPECT_EQ(m[1]["role"], "system");
   EXPECT_EQ(m[3]["tool_calls"][0]["function"]["arguments"]["d"], 1);
   EXPECT_EQ(m[4]["role"], "tool");
-  auto bad =
-      parse_responses_request(R"({"model":"tiny","input":"x","tools":[{"type":"web_search"}]})", "tiny");
+  auto bad = parse_responses_request(
+      R"({"model":"tiny","input":"x","tools":[{"type":"web_search"},{"type":"frobnicate"}]})", "tiny");
   ASSERT_TRUE(std::holds_alternative<FieldError>(bad));
-  EXPECT_EQ(std::get<FieldError>(bad).param, "tools[0].type");
+  EXPECT_EQ(std::get<FieldError>(bad).param, "tools[1].type");
+  EXPECT_NE(std::get<FieldError>(bad).message.find("'frobnicate'"), std::string::npos);
   auto prev =
       parse_responses_request(R"({"model":"tiny","input":"x","previous_response_id":"resp_x"})", "tiny");
   auto pq = std::get<ResponsesRequest>(prev);

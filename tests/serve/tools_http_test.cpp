@@ -1,5 +1,5 @@
 // Tool calls and reasoning end to end, in process: the engine emits a scripted answer (EngineConfig::
-// scripted_tokens, what `runtime serve --scripted-output` sets) through the real HTTP server with the hermes
+// scripted_outputs, what `runtime serve --scripted-output` sets) through the real HTTP server with the hermes
 // and qwen3 parsers; the official openai and Anthropic npm clients read it (tools_client.cjs), and httplib
 // checks what they cannot see (tool_choice validation, server chat_template_kwargs under the request's).
 #include <gtest/gtest.h>
@@ -29,7 +29,8 @@ class ToolServer : public ::testing::Test {
     EngineConfig ec = testing::LiveServer::engine_config();
     ec.sched = {16, 256};
     ec.max_model_len = 1024;
-    for (unsigned char c : kScript) ec.scripted_tokens.push_back(c);  // byte tokenizer: a byte is a token
+    ec.scripted_outputs.emplace_back();
+    for (unsigned char c : kScript) ec.scripted_outputs[0].push_back(c);  // byte tokenizer: a byte is a token
     HttpConfig hc;
     hc.served_model_name = "tiny";
     hc.api_key = kKey;
