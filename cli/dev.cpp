@@ -111,11 +111,14 @@ void setup_dev(CLI::App& app, Context& ctx) {
                                 "write a real-format HF checkpoint with random weights (deterministic)");
   s->add_option("--arch", f->arch, "architecture")
       ->required()
-      ->check(CLI::IsMember({"qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral"}));
+      ->check(CLI::IsMember(
+          {"qwen3", "qwen2", "llama", "mistral", "qwen3_moe", "qwen2_moe", "mixtral", "deepseek_v3"}));
   s->add_option("--preset", f->preset,
                 "size: tiny (hidden 64), small (hidden 256), 8b (Llama-3.1-8B shape); mixture-of-experts "
-                "archs: tiny, qwen3-30b-a3b (Qwen3-30B-A3B shape, qwen3_moe)")
-      ->check(CLI::IsMember({"tiny", "small", "8b", "qwen3-30b-a3b", "30b-a3b"}));
+                "archs: tiny, qwen3-30b-a3b (Qwen3-30B-A3B shape, qwen3_moe), deepseek-v2-lite "
+                "(DeepSeek-V2-Lite shape, deepseek_v3)")
+      ->check(
+          CLI::IsMember({"tiny", "small", "8b", "qwen3-30b-a3b", "30b-a3b", "deepseek-v2-lite", "v2-lite"}));
   s->add_option("--tokenizer", f->tokenizer,
                 "directory with tokenizer.json (+ tokenizer_config.json); sets vocab")
       ->required();

@@ -80,6 +80,11 @@ Status refuse(const Backend& be, std::string_view kind, std::string_view variant
 }
 }  // namespace
 
+Status Backend::no_mla(const AttnSpec& spec) const {
+  (void)spec;
+  return refuse(*this, "attention kind", attn_kind_name(AttnKind::mla), "this model (DeepSeek-style MLA)");
+}
+
 Status require_support(const Backend& be, WeightFormat f, const std::string& what) {
   return be.supports(f) ? ok_status() : refuse(be, "weight format", weight_format_name(f), what);
 }

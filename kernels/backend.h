@@ -149,6 +149,31 @@ class Backend {
   // position p sees cached keys j <= p (causal within the new tokens, full over earlier context),
   // restricted to p - j < sliding_window for AttnKind::sliding. hq must be a multiple of hk.
   virtual Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) = 0;
+  // ---- multi-head latent attention (AttnKind::mla; dims in spec.mla, kernels/attention/attn_spec.h) ----
+  // RoPE in place on the rope part of q [n, hq, nope + rope] (its last `rope` values per head) and on
+  // k_pe [n, rope], as transformers' DeepSeek-V3: with spec.mla.interleave the (x0, x1) pairs are first
+  // de-interleaved (evens, then odds) and the result stays in that layout; cos and sin carry
+  // spec.mla.rope_factor. inv_freq [rope / 2]. Default: refused (the backend has no MLA ops).
+  virtual Status mla_rope(Tensor& q, Tensor& k_pe, const Tensor& inv_freq, const AttnSpec& spec) {
+    (void)q, (void)k_pe, (void)inv_freq;
+    return no_mla(spec);
+  }
+  // Writes [latent [n, kv_lora] | k_pe [n, rope]] into the layer's latent cache (cache.k
+  // [num_blocks, block_size, 1, kv_lora + rope] of the cache's format) at the step's slots.
+  virtual Status mla_kv_write(const Tensor& latent, const Tensor& k_pe, KvCache& cache,
+                              const AttnSpec& spec) {
+    (void)latent, (void)k_pe, (void)cache;
+    return no_mla(spec);
+  }
+  // Causal attention over the latent cache: q [n, hq, nope + rope] (roped) -> out [n, hq, v]; kv_b
+  // [hq * (nope + v), kv_lora] f32 (this rank's heads). Keys and values are the cached latents
+  // up-projected through kv_b (or the absorbed equivalent, spec.mla.path); scores scaled by spec.scale.
+  virtual Status mla_attention(const Tensor& q, const KvCache& cache, const Tensor& kv_b,
+                               const AttnSpec& spec, Tensor& out) {
+    (void)q, (void)cache, (void)kv_b, (void)out;
+    return no_mla(spec);
+  }
+
   // out = silu(gate) * up, all [n, d].
   virtual Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :]; rows [m] i32.
@@ -224,6 +249,9 @@ class Backend {
   // buffer and the knob that sizes it: call it once the KV pool has taken the memory plan's budget.
   virtual void seal_memory() {}
   [[nodiscard]] virtual MemoryCounters memory_counters() const { return {}; }
+
+ private:
+  [[nodiscard]] Status no_mla(const AttnSpec& spec) const;
 };
 
 struct BackendOptions {

@@ -2,7 +2,7 @@
 """sparkctl's mixture-of-experts models against Hugging Face transformers, on checkpoints that
 transformers itself writes.
 
-For each family (qwen3_moe, qwen2_moe, mixtral) this builds a tiny model of the deployment shape from
+For each family (qwen3_moe, qwen2_moe, mixtral, deepseek_v3) this builds a tiny model of the deployment shape from
 transformers' own config class (dense-first layers, a gated shared expert, top-k routing), gives it random
 weights with decisive routing (fixed seed), saves it with save_pretrained in float32 (whatever layout
 this transformers version writes: one 2-D tensor per expert, or fused 3-D experts), reloads it with
@@ -50,7 +50,22 @@ def family_configs():
         # Mixtral-8x7B-like: softmax over the top-2 logits.
         "mixtral": ("MixtralConfig", dict(common, intermediate_size=64, num_hidden_layers=2, num_local_experts=4,
                                           num_experts_per_tok=2, rms_norm_eps=1e-5, sliding_window=None)),
+        # DeepSeek-V3-like: MLA (q_lora, kv_lora 32 + rope 8 = a 40-value latent cache, interleaved rope, yarn
+        # with mscale != mscale_all_dim: build() sets the rope), sigmoid router with a selection bias and 2
+        # groups (topk_group 1), a shared expert, layer 0 dense (first_k_dense_replace).
+        "deepseek_v3": ("DeepseekV3Config", dict(common, num_key_value_heads=4, intermediate_size=96,
+                                                 num_hidden_layers=3, n_routed_experts=8, num_experts_per_tok=2,
+                                                 moe_intermediate_size=16, n_shared_experts=1, n_group=2,
+                                                 topk_group=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                                 first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=32,
+                                                 qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12,
+                                                 rope_interleave=True, rms_norm_eps=1e-6)),
     }
+
+
+# deepseek_v3's yarn rope: max_position_embeddings / original = factor, as DeepSeek-V3 ships (40 = 163840 / 4096).
+YARN = dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64, beta_fast=32.0, beta_slow=1.0,
+            mscale=0.9, mscale_all_dim=0.7)
 
 
 def load_fp32(cls, path):
@@ -69,11 +84,15 @@ def build(name, out_dir, seed, theta):
 
     cls_name, kw = family_configs()[name]
     cfg = getattr(transformers, cls_name)(**kw)
-    # RoPE base: transformers 5 keeps it in rope_parameters, 4.x in rope_theta.
+    # RoPE base: transformers 5 keeps it in rope_parameters, 4.x in rope_theta (and yarn in rope_scaling).
     if isinstance(getattr(cfg, "rope_parameters", None), dict):
+        if name == "deepseek_v3":
+            cfg.rope_parameters.update(YARN)
         cfg.rope_parameters["rope_theta"] = theta
     else:
         cfg.rope_theta = theta
+        if name == "deepseek_v3":
+            cfg.rope_scaling = dict(YARN)
     torch.manual_seed(seed)
     try:
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
@@ -92,6 +111,9 @@ def build(name, out_dir, seed, theta):
                 p.normal_(0, 0.1)
             else:  # linear and embedding weights, fan-in scaled (fused experts: last dim is fan-in)
                 p.normal_(0, 0.5 / p.shape[-1] ** 0.5)
+        for bname, b in model.named_buffers():  # DeepSeek's selection bias is a (saved) buffer
+            if bname.endswith("e_score_correction_bias"):
+                b.normal_(0, 0.05)
     model.save_pretrained(out_dir, safe_serialization=True)
     from safetensors import safe_open
 

@@ -8,6 +8,8 @@ std::string_view attn_kind_name(AttnKind k) {
       return "causal";
     case AttnKind::sliding:
       return "sliding-window";
+    case AttnKind::mla:
+      return "mla (multi-head latent attention)";
   }
   return "?";
 }

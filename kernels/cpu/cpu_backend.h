@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   }
   // moe_ffn runs each expert through linear(), so every linear format is an expert format.
   [[nodiscard]] bool supports_experts(WeightFormat f) const override { return supports(f); }
+  [[nodiscard]] bool supports(AttnKind) const override { return true; }  // causal, sliding, mla
 
   Result<Tensor> alloc(DType dtype, std::vector<int64_t> shape) override;
   Result<Tensor> import_weight(const void* host, DType src_dtype, std::vector<int64_t> shape,
@@ -38,6 +39,11 @@ class CpuBackend final : public Backend {
   Status rope(Tensor& q, Tensor& k, const Tensor& inv_freq) override;
   Status kv_write(const Tensor& k, const Tensor& v, KvCache& cache) override;
   Status attention(const Tensor& q, const KvCache& cache, const AttnSpec& spec, Tensor& out) override;
+  Status mla_rope(Tensor& q, Tensor& k_pe, const Tensor& inv_freq, const AttnSpec& spec) override;
+  Status mla_kv_write(const Tensor& latent, const Tensor& k_pe, KvCache& cache,
+                      const AttnSpec& spec) override;
+  Status mla_attention(const Tensor& q, const KvCache& cache, const Tensor& kv_b, const AttnSpec& spec,
+                       Tensor& out) override;
   Status silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   Status gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   Status moe_ffn(const Tensor& x, const std::vector<ExpertWeights>& experts, const Tensor& ids,

@@ -23,6 +23,9 @@ std::optional<KvFormat> parse_kv_format(std::string_view name) {
 DType kv_element_dtype(KvFormat f) { return f == KvFormat::bf16 ? DType::bf16 : DType::f32; }
 
 uint64_t KvSpec::bytes_per_token() const {
+  if (latent_dim > 0)
+    return static_cast<uint64_t>(latent_dim) * dtype_size(kv_element_dtype(format)) *
+           static_cast<uint64_t>(layers);
   const uint64_t per_layer = uint64_t{2} * static_cast<uint64_t>(kv_heads) * static_cast<uint64_t>(head_dim) *
                              dtype_size(kv_element_dtype(format));
   return per_layer * static_cast<uint64_t>(layers);

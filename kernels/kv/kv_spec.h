@@ -22,21 +22,25 @@ std::optional<KvFormat> parse_kv_format(std::string_view name);
 // The element type of a cache of this format (its K and V tensors).
 DType kv_element_dtype(KvFormat f);
 
-// One rank's cache: `layers` layers of K and V blocks [num_blocks, block_size, kv_heads, head_dim].
+// One rank's cache: `layers` layers of K and V blocks [num_blocks, block_size, kv_heads, head_dim], or, for
+// a latent cache (MLA: latent_dim > 0), one tensor [num_blocks, block_size, 1, latent_dim] per layer and no
+// V (the latent + the roped key part: 576 values per token for DeepSeek-V3; every TP rank holds all of it).
 struct KvSpec {
   KvFormat format = KvFormat::f32;
   int block_size = 16;
   int kv_heads = 0;  // this rank's
   int head_dim = 0;
   int layers = 0;
-  int group = 0;  // elements per scale of a quantised format (0: none; no format built yet has scales)
+  int latent_dim = 0;  // MLA latent cache: values per token per layer (0: a K/V cache)
+  int group = 0;       // elements per scale of a quantised format (0: none; no format built yet has scales)
 
   // Bytes one token takes across all layers, K and V (a format with scales adds them here).
   [[nodiscard]] uint64_t bytes_per_token() const;
   [[nodiscard]] uint64_t block_bytes() const { return bytes_per_token() * static_cast<uint64_t>(block_size); }
 };
 
-// One layer's cache: K and V, and their scales when the format has them (empty otherwise).
+// One layer's cache: K and V, and their scales when the format has them (empty otherwise). A latent
+// cache keeps its rows in k; v is empty.
 struct KvCache {
   Tensor k, v;
   Tensor k_scale, v_scale;

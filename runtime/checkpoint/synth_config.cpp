@@ -19,7 +19,23 @@ struct Shape {
   int hidden, layers, heads, kv_heads, head_dim, intermediate;
 };
 
-bool is_moe(Arch a) { return a == Arch::qwen2_moe || a == Arch::qwen3_moe || a == Arch::mixtral; }
+bool is_moe(Arch a) {
+  return a == Arch::qwen2_moe || a == Arch::qwen3_moe || a == Arch::mixtral || a == Arch::deepseek_v3;
+}
+
+// deepseek_v3's attention widths per preset: tiny (CI: every width divisible by 4, layer 0 dense, two expert
+// groups) and deepseek-v2-lite (DeepSeek-V2-Lite's shapes: no q_lora, 64 experts top-6 + 2 shared; its
+// router is softmax/greedy, this one DeepSeek-V3's sigmoid/grouped one).
+MlaConfig mla_preset(const std::string& p) {
+  MlaConfig m;
+  if (p == "tiny")
+    m.q_lora_rank = 32, m.kv_lora_rank = 32, m.qk_nope_head_dim = 16, m.qk_rope_head_dim = 8,
+    m.v_head_dim = 12;
+  else  // deepseek-v2-lite
+    m.q_lora_rank = 0, m.kv_lora_rank = 512, m.qk_nope_head_dim = 128, m.qk_rope_head_dim = 64,
+    m.v_head_dim = 128;
+  return m;
+}
 
 // Shapes and MoE facts of the mixture-of-experts presets. Tiny ones are small enough for golden and TP
 // tests (every width divisible by 4) and still route: qwen3_moe keeps layer 1 dense (mlp_only_layers).
@@ -35,6 +51,12 @@ Result<Shape> moe_preset(Arch a, const std::string& p, MoeConfig& m) {
         m.num_experts = 8, m.top_k = 4, m.moe_intermediate_size = 32;
         m.shared_expert_intermediate_size = 64, m.shared_expert_gated = true;
         return Shape{64, 2, 4, 2, 16, 96};
+      case Arch::deepseek_v3:
+        m.num_experts = 8, m.top_k = 2, m.moe_intermediate_size = 16, m.norm_topk_prob = true;
+        m.n_group = 2, m.topk_group = 1, m.routed_scaling_factor = 2.5, m.first_k_dense_replace = 1;
+        m.score = MoeScore::sigmoid, m.score_correction_bias = true;
+        m.shared_expert_intermediate_size = 16, m.shared_expert_name = "shared_experts";
+        return Shape{64, 3, 4, 4, 8, 96};
       default:  // mixtral: experts are intermediate_size wide
         m.naming = MoeNaming::mixtral;
         m.num_experts = 4, m.top_k = 2, m.moe_intermediate_size = 64, m.norm_topk_prob = true;
@@ -45,8 +67,17 @@ Result<Shape> moe_preset(Arch a, const std::string& p, MoeConfig& m) {
     m.num_experts = 128, m.top_k = 8, m.moe_intermediate_size = 768, m.norm_topk_prob = true;
     return Shape{2048, 48, 32, 4, 128, 6144};
   }
+  if ((p == "deepseek-v2-lite" || p == "v2-lite") && a == Arch::deepseek_v3) {
+    m.num_experts = 64, m.top_k = 6, m.moe_intermediate_size = 1408, m.norm_topk_prob = false;
+    m.n_group = 1, m.topk_group = 1, m.routed_scaling_factor = 1.0, m.first_k_dense_replace = 1;
+    m.score = MoeScore::sigmoid, m.score_correction_bias = true;
+    m.shared_expert_intermediate_size = 2 * 1408, m.shared_expert_name = "shared_experts";
+    return Shape{2048, 27, 16, 16, 64, 10944};
+  }
   return make_error("preset '" + p + "' has no " + arch_name(a) + " shape",
-                    a == Arch::qwen3_moe ? "pass --preset tiny or qwen3-30b-a3b" : "pass --preset tiny");
+                    a == Arch::qwen3_moe     ? "pass --preset tiny or qwen3-30b-a3b"
+                    : a == Arch::deepseek_v3 ? "pass --preset tiny or deepseek-v2-lite"
+                                             : "pass --preset tiny");
 }
 
 Result<Shape> preset_shape(const std::string& p) {
@@ -72,6 +103,8 @@ const char* architecture_of(Arch a) {
       return "Qwen3MoeForCausalLM";
     case Arch::mixtral:
       return "MixtralForCausalLM";
+    case Arch::deepseek_v3:
+      return "DeepseekV3ForCausalLM";
   }
   return "?";
 }
@@ -103,8 +136,9 @@ Result<Arch> parse_synth_arch(const std::string& s) {
   if (s == "qwen3_moe") return Arch::qwen3_moe;
   if (s == "qwen2_moe") return Arch::qwen2_moe;
   if (s == "mixtral") return Arch::mixtral;
+  if (s == "deepseek_v3") return Arch::deepseek_v3;
   return make_error("unknown architecture '" + s + "'",
-                    "pass --arch qwen3, qwen2, llama, mistral, qwen3_moe, qwen2_moe or mixtral");
+                    "pass --arch qwen3, qwen2, llama, mistral, qwen3_moe, qwen2_moe, mixtral or deepseek_v3");
 }
 
 Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir) {
@@ -153,7 +187,7 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
     if (!is_moe(o.arch))
       return make_error(
           "--num-experts applies to mixture-of-experts archs, not " + std::string(arch_name(o.arch)),
-          "drop --num-experts or pass --arch qwen3_moe, qwen2_moe or mixtral");
+          "drop --num-experts or pass --arch qwen3_moe, qwen2_moe, mixtral or deepseek_v3");
     if (*o.num_experts < moe.top_k || *o.num_experts > 4096)
       return make_error("--num-experts " + std::to_string(*o.num_experts) + " is outside [top_k " +
                             std::to_string(moe.top_k) + ", 4096]",
@@ -175,8 +209,9 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
   c.head_dim = s.head_dim;
   c.vocab_size = tok.vocab_size;
   if (is_moe(o.arch)) c.moe = moe;
-  if (o.preset == "qwen3-30b-a3b" || o.preset == "30b-a3b")
-    c.vocab_size = std::max(c.vocab_size, 151936);  // Qwen3 pads the embedding past the tokenizer
+  if (o.preset == "qwen3-30b-a3b" || o.preset == "30b-a3b") c.vocab_size = std::max(c.vocab_size, 151936);
+  if (o.arch == Arch::deepseek_v3)
+    c.mla = mla_preset(o.preset);  // Qwen3 pads the embedding past the tokenizer
   c.torch_dtype = dt;
   c.bos_token_id = tok.bos_token_id;
   if (tok.eos_token_id >= 0) c.eos_token_ids = {tok.eos_token_id};
@@ -220,6 +255,17 @@ Result<ModelConfig> synth_config(const SynthOptions& o, const TokenizerFacts& to
       c.rms_norm_eps = 1e-5;
       c.rope_theta = 1000000.0;
       break;
+    case Arch::deepseek_v3: {  // DeepSeek-V3 / V2-Lite: yarn x40 over a 4K original context
+      c.max_position_embeddings = 163840;
+      c.rms_norm_eps = 1e-6;
+      c.rope_theta = 10000.0;
+      RopeScaling y;
+      y.rope_type = "yarn", y.factor = 40, y.original_max_position_embeddings = 4096;
+      y.beta_fast = 32, y.beta_slow = 1, y.mscale = 1.0, y.mscale_all_dim = 1.0;
+      if (o.preset != "tiny") y.mscale = y.mscale_all_dim = 0.707;
+      c.rope_scaling = y;
+      break;
+    }
   }
   // Round trip through the real parser: a synthetic config must load like a downloaded one.
   return parse_model_config(synth_config_json(c, o.hf5_config), o.out_dir + "/config.json");
@@ -262,6 +308,15 @@ std::string synth_config_json(const ModelConfig& c, bool hf5) {
     if (c.arch == Arch::mixtral) {
       j["num_local_experts"] = m.num_experts;
       j["router_jitter_noise"] = 0.0;
+    } else if (c.arch == Arch::deepseek_v3) {
+      j["first_k_dense_replace"] = m.first_k_dense_replace;
+      j["moe_intermediate_size"] = m.moe_intermediate_size;
+      j["n_group"] = m.n_group;
+      j["n_routed_experts"] = m.num_experts;
+      j["n_shared_experts"] = m.shared_expert_intermediate_size / m.moe_intermediate_size;
+      j["norm_topk_prob"] = m.norm_topk_prob;
+      j["routed_scaling_factor"] = m.routed_scaling_factor;
+      j["topk_group"] = m.topk_group;
     } else {
       j["decoder_sparse_step"] = m.decoder_sparse_step;
       j["mlp_only_layers"] = m.mlp_only_layers;
@@ -272,16 +327,39 @@ std::string synth_config_json(const ModelConfig& c, bool hf5) {
         j["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
     }
     j["num_experts_per_tok"] = m.top_k;
-    j["output_router_logits"] = false;
-    j["router_aux_loss_coef"] = 0.001;
+    if (c.arch != Arch::deepseek_v3) {
+      j["output_router_logits"] = false;
+      j["router_aux_loss_coef"] = 0.001;
+    }
+  }
+  if (c.mla) {
+    const MlaConfig& m = *c.mla;
+    if (m.q_lora_rank > 0)
+      j["q_lora_rank"] = m.q_lora_rank;
+    else
+      j["q_lora_rank"] = nullptr;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    j["v_head_dim"] = m.v_head_dim;
+    j["rope_interleave"] = m.rope_interleave;
   }
   j["num_attention_heads"] = c.num_attention_heads;
   j["num_hidden_layers"] = c.num_hidden_layers;
   j["num_key_value_heads"] = c.num_key_value_heads;
   j["rms_norm_eps"] = c.rms_norm_eps;
-  // The synthetic presets use default and llama3 rope only.
+  // The synthetic presets use default, llama3 (llama) and yarn (deepseek_v3) rope only.
   ojson rope = nullptr;
-  if (c.rope_scaling) {
+  if (c.rope_scaling && c.rope_scaling->rope_type == "yarn") {
+    const RopeScaling& r = *c.rope_scaling;
+    rope = {{"beta_fast", r.beta_fast},
+            {"beta_slow", r.beta_slow},
+            {"factor", r.factor},
+            {"mscale", r.mscale},
+            {"mscale_all_dim", r.mscale_all_dim},
+            {"original_max_position_embeddings", r.original_max_position_embeddings},
+            {"rope_type", r.rope_type}};
+  } else if (c.rope_scaling) {
     const RopeScaling& r = *c.rope_scaling;
     rope = {{"factor", r.factor},
             {"high_freq_factor", r.high_freq_factor},
@@ -297,7 +375,7 @@ std::string synth_config_json(const ModelConfig& c, bool hf5) {
     j["rope_scaling"] = rope;
     j["rope_theta"] = c.rope_theta;
   }
-  if (c.arch != Arch::llama) {
+  if (c.arch != Arch::llama && c.arch != Arch::deepseek_v3) {
     if (c.sliding_window > 0)
       j["sliding_window"] = c.sliding_window;
     else

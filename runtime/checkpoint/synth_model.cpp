@@ -93,6 +93,8 @@ void append_moe_specs(const ModelConfig& c, const std::string& p, std::vector<Te
   const bool mixtral = m.naming == MoeNaming::mixtral;
   const std::string base = p + (mixtral ? "block_sparse_moe." : "mlp.");
   v.push_back({base + "gate.weight", dt, {m.num_experts, h}});
+  if (m.score_correction_bias)
+    v.push_back({base + "gate.e_score_correction_bias", DType::f32, {m.num_experts}});
   for (int e = 0; e < m.num_experts; ++e) {
     const std::string x = base + "experts." + std::to_string(e) + ".";
     v.push_back({x + (mixtral ? "w1" : "gate_proj") + ".weight", dt, {e_inter, h}});
@@ -109,6 +111,28 @@ void append_moe_specs(const ModelConfig& c, const std::string& p, std::vector<Te
   }
 }
 
+// Multi-head latent attention (deepseek_v3), transformers' names (runtime/model/mla_attention.h).
+void append_mla_specs(const ModelConfig& c, const std::string& p, std::vector<TensorSpec>& v) {
+  const MlaConfig& m = *c.mla;
+  const DType dt = c.torch_dtype;
+  const int64_t h = c.hidden_size, heads = c.num_attention_heads;
+  const std::string a = p + "self_attn.";
+  if (m.q_lora_rank > 0) {
+    v.push_back({a + "q_a_proj.weight", dt, {m.q_lora_rank, h}});
+    if (c.attention_bias) v.push_back({a + "q_a_proj.bias", dt, {m.q_lora_rank}});
+    v.push_back({a + "q_a_layernorm.weight", dt, {m.q_lora_rank}});
+    v.push_back({a + "q_b_proj.weight", dt, {heads * m.qk_head_dim(), m.q_lora_rank}});
+  } else {
+    v.push_back({a + "q_proj.weight", dt, {heads * m.qk_head_dim(), h}});
+  }
+  v.push_back({a + "kv_a_proj_with_mqa.weight", dt, {m.latent_dim(), h}});
+  if (c.attention_bias) v.push_back({a + "kv_a_proj_with_mqa.bias", dt, {m.latent_dim()}});
+  v.push_back({a + "kv_a_layernorm.weight", dt, {m.kv_lora_rank}});
+  v.push_back({a + "kv_b_proj.weight", dt, {heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank}});
+  v.push_back({a + "o_proj.weight", dt, {h, heads * m.v_head_dim}});
+  if (c.attention_bias) v.push_back({a + "o_proj.bias", dt, {h}});
+}
+
 }  // namespace
 
 std::vector<TensorSpec> synth_tensor_specs(const ModelConfig& c) {
@@ -120,18 +144,22 @@ std::vector<TensorSpec> synth_tensor_specs(const ModelConfig& c) {
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     v.push_back({p + "input_layernorm.weight", dt, {h}});
-    v.push_back({p + "self_attn.q_proj.weight", dt, {q, h}});
-    v.push_back({p + "self_attn.k_proj.weight", dt, {kv, h}});
-    v.push_back({p + "self_attn.v_proj.weight", dt, {kv, h}});
-    if (c.attention_bias) {
-      v.push_back({p + "self_attn.q_proj.bias", dt, {q}});
-      v.push_back({p + "self_attn.k_proj.bias", dt, {kv}});
-      v.push_back({p + "self_attn.v_proj.bias", dt, {kv}});
-    }
-    v.push_back({p + "self_attn.o_proj.weight", dt, {h, q}});
-    if (c.qk_norm) {
-      v.push_back({p + "self_attn.q_norm.weight", dt, {c.head_dim}});
-      v.push_back({p + "self_attn.k_norm.weight", dt, {c.head_dim}});
+    if (c.mla) {
+      append_mla_specs(c, p, v);
+    } else {
+      v.push_back({p + "self_attn.q_proj.weight", dt, {q, h}});
+      v.push_back({p + "self_attn.k_proj.weight", dt, {kv, h}});
+      v.push_back({p + "self_attn.v_proj.weight", dt, {kv, h}});
+      if (c.attention_bias) {
+        v.push_back({p + "self_attn.q_proj.bias", dt, {q}});
+        v.push_back({p + "self_attn.k_proj.bias", dt, {kv}});
+        v.push_back({p + "self_attn.v_proj.bias", dt, {kv}});
+      }
+      v.push_back({p + "self_attn.o_proj.weight", dt, {h, q}});
+      if (c.qk_norm) {
+        v.push_back({p + "self_attn.q_norm.weight", dt, {c.head_dim}});
+        v.push_back({p + "self_attn.k_norm.weight", dt, {c.head_dim}});
+      }
     }
     v.push_back({p + "post_attention_layernorm.weight", dt, {h}});
     if (c.moe && c.moe->is_moe_layer(l)) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model/mla_attention.h"
 #include "runtime/model/moe.h"
 
 namespace spk::rt {
@@ -79,14 +80,24 @@ Status DecoderLayer::load(Backend& be, const WeightSource& src, int index, const
   SPK_TRY(input_layernorm.load(be, src, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
   SPK_TRY(post_attention_layernorm.load(be, src, p + ".post_attention_layernorm.weight", c.hidden_size,
                                         c.rms_norm_eps));
-  SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
-  self_attn.spec = AttnSpec::windowed(self_attn.spec.scale, c.layer_window(index));
-  SPK_TRY(require_support(be, self_attn.spec.kind, p + ".self_attn"));
+  if (c.mla) {
+    mla = std::make_shared<MlaAttention>();
+    SPK_TRY(require_support(be, AttnKind::mla, p + ".self_attn"));
+    SPK_TRY(mla->load(be, src, p + ".self_attn", c, tp));
+  } else {
+    SPK_TRY(self_attn.load(be, src, p + ".self_attn", c, tp));
+    self_attn.spec = AttnSpec::windowed(self_attn.spec.scale, c.layer_window(index));
+    SPK_TRY(require_support(be, self_attn.spec.kind, p + ".self_attn"));
+  }
   if (c.moe && c.moe->is_moe_layer(index)) {
     moe = std::make_shared<MoeMlp>();
     return moe->load(be, src, index, c, tp);
   }
   return mlp.load(be, src, p + ".mlp", c, tp);
+}
+
+Status DecoderLayer::forward_attn(Backend& be, Activations& a, const Tensor& inv_freq, KvCache& cache) const {
+  return mla ? mla->forward(be, a, inv_freq, cache) : self_attn.forward(be, a, inv_freq, cache);
 }
 
 Status DecoderLayer::forward_mlp(Backend& be, Activations& a) const {
@@ -97,7 +108,8 @@ uint64_t DecoderLayer::bytes() const {
   const auto& a = self_attn;
   return input_layernorm.w.nbytes() + post_attention_layernorm.w.nbytes() + a.q_proj.bytes() +
          a.k_proj.bytes() + a.v_proj.bytes() + a.o_proj.bytes() + a.q_norm.w.nbytes() + a.k_norm.w.nbytes() +
-         mlp.gate_proj.bytes() + mlp.up_proj.bytes() + mlp.down_proj.bytes() + (moe ? moe->bytes() : 0);
+         mlp.gate_proj.bytes() + mlp.up_proj.bytes() + mlp.down_proj.bytes() + (moe ? moe->bytes() : 0) +
+         (mla ? mla->bytes() : 0);
 }
 
 }  // namespace spk::rt

@@ -29,6 +29,9 @@ struct Activations {
   Tensor gate, up, act;    // [n, intermediate]
   Tensor router_logits;    // MoE models: [n, experts (+1 shared-expert gate)]
   Tensor moe_ids, moe_w;   // MoE models: [n, top_k (+1 shared expert)] i32 / f32
+  // MLA models (mla_attention.h): q [n, hq * (nope + rope)], q_a [n, q_lora], latent [n, kv_lora],
+  // k_pe [n, rope], out [n, hq * v].
+  Tensor mla_q, mla_qa, mla_latent, mla_kpe, mla_out;
 };
 
 // What a layer needs to know about tensor parallelism (world 1: the single communicator).
@@ -58,11 +61,14 @@ struct Mlp {
   Status forward(Backend& be, Activations& a) const;  // a.h -> a.delta
 };
 
-struct MoeMlp;  // moe.h
+struct MoeMlp;        // moe.h
+struct MlaAttention;  // mla_attention.h
 
 struct DecoderLayer {
   RmsNorm input_layernorm, post_attention_layernorm;
-  SelfAttention self_attn;
+  SelfAttention self_attn;            // empty in MLA models
+  std::shared_ptr<MlaAttention> mla;  // deepseek_v3: multi-head latent attention instead
+  Status forward_attn(Backend& be, Activations& a, const Tensor& inv_freq, KvCache& cache) const;
   Mlp mlp;                                                // dense layers
   std::shared_ptr<MoeMlp> moe;                            // mixture-of-experts layers (then `mlp` is empty)
   Status forward_mlp(Backend& be, Activations& a) const;  // a.h -> a.delta, whichever MLP the layer has

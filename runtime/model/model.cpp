@@ -19,6 +19,7 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
     case Arch::qwen2_moe:
     case Arch::qwen3_moe:
     case Arch::mixtral:
+    case Arch::deepseek_v3:
       break;
     default:
       return make_error("architecture '" + config.architecture + "' has no model graph",
@@ -31,6 +32,10 @@ Result<std::unique_ptr<Model>> Model::load(const ModelConfig& config, std::share
         "tensor-parallel world " + std::to_string(opts.tp_world) + " needs the group's communicator",
         "join the process group (runtime/dist) before loading");
   SPK_ASSIGN(std::unique_ptr<Backend> be, make_backend({.name = opts.backend, .threads = opts.threads}));
+  // Refused before any weight moves: a backend without the MLA ops cannot run any layer of the model.
+  if (config.mla)
+    SPK_TRY(
+        require_support(*be, AttnKind::mla, config.architecture + " attention (model.layers.*.self_attn)"));
   return Transformer::create(config, std::move(weights), std::move(be), TpContext{plan, opts.comm});
 }
 

@@ -18,8 +18,9 @@ using nlohmann::json;
 
 constexpr const char* kSupported =
     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, "
-    "Qwen3MoeForCausalLM, MixtralForCausalLM";
-constexpr const char* kSupportedTypes = "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral";
+    "Qwen3MoeForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM";
+constexpr const char* kSupportedTypes =
+    "llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, deepseek_v3";
 
 struct Family {
   const char* architecture;
@@ -32,7 +33,8 @@ constexpr Family kFamilies[] = {{"LlamaForCausalLM", "llama", Arch::llama},
                                 {"Qwen3ForCausalLM", "qwen3", Arch::qwen3},
                                 {"Qwen2MoeForCausalLM", "qwen2_moe", Arch::qwen2_moe},
                                 {"Qwen3MoeForCausalLM", "qwen3_moe", Arch::qwen3_moe},
-                                {"MixtralForCausalLM", "mixtral", Arch::mixtral}};
+                                {"MixtralForCausalLM", "mixtral", Arch::mixtral},
+                                {"DeepseekV3ForCausalLM", "deepseek_v3", Arch::deepseek_v3}};
 
 // transformers' class defaults for keys a config.json may leave out.
 struct ClassDefaults {
@@ -57,6 +59,8 @@ ClassDefaults class_defaults(Arch a) {
       return {4, false, 32768, 10000.0};
     case Arch::mixtral:
       return {8, false, 131072, 1000000.0};
+    case Arch::deepseek_v3:  // DeepseekV3Config (num_key_value_heads must equal the query heads anyway)
+      return {0, false, 4096, 10000.0};
   }
   return {0, false, 2048, 10000.0};
 }
@@ -108,13 +112,21 @@ Status parse_shape(const ConfigReader& r, ModelConfig& c) {
     return r.bad("num_key_value_heads", "(" + std::to_string(c.num_key_value_heads) +
                                             ") must divide num_attention_heads (" +
                                             std::to_string(c.num_attention_heads) + ")");
-  // Qwen3's class default is 128 whatever the hidden size; the others derive it.
-  const bool derive = !d.head_dim_128 || r.j.contains("head_dim");
-  if (derive && !r.present("head_dim") && c.hidden_size % c.num_attention_heads != 0)
-    return r.bad("head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
-  SPK_ASSIGN(c.head_dim, r.integer("head_dim", derive ? c.hidden_size / c.num_attention_heads : 128));
-  if (c.head_dim % 2 != 0)
-    return r.bad("head_dim", "must be even for RoPE, got " + std::to_string(c.head_dim));
+  if (c.arch == Arch::deepseek_v3) {  // MLA: the heads' widths are the mla keys (parse_family)
+    if (c.num_key_value_heads != c.num_attention_heads)
+      return r.bad("num_key_value_heads",
+                   "(" + std::to_string(c.num_key_value_heads) + ") must equal num_attention_heads (" +
+                       std::to_string(c.num_attention_heads) +
+                       ") for deepseek_v3: every query head has its own up-projected key");
+  } else {
+    // Qwen3's class default is 128 whatever the hidden size; the others derive it.
+    const bool derive = !d.head_dim_128 || r.j.contains("head_dim");
+    if (derive && !r.present("head_dim") && c.hidden_size % c.num_attention_heads != 0)
+      return r.bad("head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
+    SPK_ASSIGN(c.head_dim, r.integer("head_dim", derive ? c.hidden_size / c.num_attention_heads : 128));
+    if (c.head_dim % 2 != 0)
+      return r.bad("head_dim", "must be even for RoPE, got " + std::to_string(c.head_dim));
+  }
   SPK_ASSIGN(c.vocab_size, r.integer("vocab_size"));
   SPK_ASSIGN(c.max_position_embeddings, r.integer("max_position_embeddings", d.max_position));
   SPK_ASSIGN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6));
@@ -130,7 +142,7 @@ Status parse_shape(const ConfigReader& r, ModelConfig& c) {
 // "sliding_attention", or when it is absent on layers >= max_window_layers (Qwen2-MoE: the even layers
 // below max_window_layers). Llama has none (transformers ignores the key).
 Status parse_sliding(const ConfigReader& r, ModelConfig& c) {
-  if (c.arch == Arch::llama) return ok_status();
+  if (c.arch == Arch::llama || c.arch == Arch::deepseek_v3) return ok_status();
   const bool given = r.j.contains("sliding_window");
   if (c.arch == Arch::mistral || c.arch == Arch::mixtral) {
     const int def = !given && c.arch == Arch::mistral ? 4096 : 0;
@@ -192,6 +204,12 @@ Status parse_family(const ConfigReader& r, ModelConfig& c) {
     case Arch::qwen3_moe: {
       SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
       c.qk_norm = true;
+      break;
+    }
+    case Arch::deepseek_v3: {  // bias on q_a_proj, kv_a_proj_with_mqa and o_proj
+      SPK_ASSIGN(c.attention_bias, r.boolean("attention_bias", false));
+      SPK_ASSIGN(c.mla, parse_mla_config(r));
+      c.head_dim = c.mla->qk_rope_head_dim;  // what DeepseekV3Config writes as head_dim
       break;
     }
   }

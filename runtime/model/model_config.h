@@ -8,13 +8,14 @@
 
 #include "kernels/base/status.h"
 #include "kernels/dtype.h"
+#include "runtime/model/mla_config.h"
 #include "runtime/model/moe_config.h"
 #include "runtime/model/quant_config.h"
 #include "runtime/model/rope_config.h"
 
 namespace spk::rt {
 
-enum class Arch { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral };
+enum class Arch { llama, mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, mixtral, deepseek_v3 };
 
 struct ModelConfig {
   Arch arch = Arch::llama;
@@ -25,7 +26,7 @@ struct ModelConfig {
   int num_hidden_layers = 0;
   int num_attention_heads = 0;
   int num_key_value_heads = 0;
-  int head_dim = 0;  // config "head_dim" or hidden_size / num_attention_heads
+  int head_dim = 0;  // config "head_dim" or hidden_size / num_attention_heads (deepseek_v3: qk_rope_head_dim)
   int vocab_size = 0;
   int max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
@@ -46,6 +47,7 @@ struct ModelConfig {
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;
   std::optional<MoeConfig> moe;      // mixture-of-experts facts (moe_config.h); nullopt for dense models
+  std::optional<MlaConfig> mla;      // multi-head latent attention (deepseek_v3; mla_config.h)
   std::optional<QuantConfig> quant;  // quantized weights (quant_config.h); nullopt when unquantized
 
   [[nodiscard]] RopeConfig rope() const { return {rope_theta, rope_scaling}; }

@@ -102,8 +102,10 @@ Status MoeMlp::load(Backend& be, const WeightSource& src, int layer, const Model
   const int64_t H = c.hidden_size, I = m.moe_intermediate_size, E = m.num_experts;
   const std::string L = "model.layers." + std::to_string(layer) + ".";
   const bool mixtral = m.naming == MoeNaming::mixtral;
-  const std::string count_key =
-      std::string(mixtral ? "num_local_experts" : "num_experts") + " = " + std::to_string(E);
+  const char* count_name = mixtral                       ? "num_local_experts"
+                           : c.arch == Arch::deepseek_v3 ? "n_routed_experts"
+                                                         : "num_experts";
+  const std::string count_key = std::string(count_name) + " = " + std::to_string(E);
   // transformers 5 keeps experts fused in memory; a checkpoint written that way has them under mlp.experts.
   const std::string fused = L + "mlp.experts.gate_up_proj";
   const bool is_fused = src.has(fused);

@@ -88,6 +88,28 @@ Result<std::optional<MoeConfig>> parse_moe_config(const json& j, const std::stri
     if (!k.present("intermediate_size")) return k.bad("intermediate_size", "is missing");
     SPK_ASSIGN(m.moe_intermediate_size, k.integer("intermediate_size", 14336));
     m.norm_topk_prob = true;  // softmax over the selected logits = softmax over all, renormalised
+  } else if (architecture == "DeepseekV3ForCausalLM") {
+    // DeepseekV3Config: sigmoid scores, selection bias, grouped top-k, shared experts of
+    // n_shared_experts x moe_intermediate_size, the first first_k_dense_replace layers dense.
+    SPK_ASSIGN(m.num_experts, k.integer("n_routed_experts", 256));
+    SPK_ASSIGN(m.top_k, k.integer("num_experts_per_tok", 8));
+    SPK_ASSIGN(m.moe_intermediate_size, k.integer("moe_intermediate_size", 2048));
+    SPK_ASSIGN(m.n_group, k.integer("n_group", 8));
+    SPK_ASSIGN(m.topk_group, k.integer("topk_group", 4));
+    SPK_ASSIGN(m.norm_topk_prob, k.boolean("norm_topk_prob", true));
+    SPK_ASSIGN(m.first_k_dense_replace, k.integer("first_k_dense_replace", 3, 0));
+    SPK_ASSIGN(int shared, k.integer("n_shared_experts", 1, 0));
+    m.routed_scaling_factor = 2.5;
+    if (k.present("routed_scaling_factor")) {
+      const json& v = j["routed_scaling_factor"];
+      if (!v.is_number() || !(v.get<double>() > 0))
+        return k.bad("routed_scaling_factor", "must be a number > 0, got " + v.dump());
+      m.routed_scaling_factor = v.get<double>();
+    }
+    m.score = MoeScore::sigmoid;
+    m.score_correction_bias = true;
+    m.shared_expert_intermediate_size = shared * m.moe_intermediate_size;
+    m.shared_expert_name = "shared_experts";
   } else {
     return std::optional<MoeConfig>{};
   }

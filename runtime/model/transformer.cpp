@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/model/mla_attention.h"
 #include "runtime/model/moe.h"
 
 namespace spk::rt {
@@ -80,11 +81,15 @@ KvSpec Transformer::kv_spec() const {
   s.kv_heads = tp_.plan.kv_heads.count;
   s.head_dim = cfg_.head_dim;
   s.layers = cfg_.num_hidden_layers;
+  if (cfg_.mla) {  // one latent row a token, the same on every rank
+    s.latent_dim = cfg_.mla->latent_dim();
+    s.kv_heads = 1, s.head_dim = s.latent_dim;
+  }
   return s;
 }
 
 // Mirrors reserve(): resid, h, delta [H]; q, attn [hq, hd]; k, v [hk, hd]; gate, up, act [I]; the token id;
-// MoE: router logits [R], slot ids and weights [S]. All 4-byte elements.
+// MoE: router logits [R], slot ids and weights [S]; MLA: MlaAttention::floats_per_token. All 4-byte elements.
 uint64_t Transformer::floats_per_token() const {
   const TpShardPlan& p = tp_.plan;
   uint64_t f = 3ull * cfg_.hidden_size + 2ull * p.q_heads.count * cfg_.head_dim +
@@ -95,7 +100,7 @@ uint64_t Transformer::floats_per_token() const {
       if (L.moe) R = std::max<uint64_t>(R, L.moe->logit_rows()), S = std::max<uint64_t>(S, L.moe->slots());
     f += R + 2 * S;
   }
-  return f;
+  return f + MlaAttention::floats_per_token(cfg_, p.q_heads.count);
 }
 
 // Mirrors reserve(): the row index, the gathered hidden row [H], this rank's logits; under TP the
@@ -119,6 +124,9 @@ StepShapes Transformer::step_shapes(const StepLimits& lim) const {
   s.kv_heads = p.kv_heads.count;
   s.head_dim = cfg_.head_dim;
   s.max_linear_in = std::max({cfg_.hidden_size, p.q_heads.count * cfg_.head_dim, p.mlp.count});
+  if (cfg_.mla)
+    s.max_linear_in =
+        std::max({s.max_linear_in, cfg_.mla->q_lora_rank, p.q_heads.count * cfg_.mla->v_head_dim});
   for (const auto& L : layers_) {
     if (!L.moe) continue;
     ++s.moe_layers;
@@ -164,6 +172,10 @@ Status Transformer::allocate_kv(int num_blocks, int block_size) {
   for (int l = 0; l < spec.layers; ++l) {
     KvCache c;
     SPK_ASSIGN(c.k, be_->alloc(dt, shape));
+    if (spec.latent_dim > 0) {  // a latent cache has no V
+      kv_.push_back(std::move(c));
+      continue;
+    }
     SPK_ASSIGN(c.v, be_->alloc(dt, shape));
     kv_.push_back(std::move(c));
   }
@@ -189,6 +201,14 @@ Status Transformer::reserve(int64_t n, int64_t m) {
     SPK_ASSIGN(cap_.up, be_->alloc(DType::f32, {n, I}));
     SPK_ASSIGN(cap_.act, be_->alloc(DType::f32, {n, I}));
     SPK_ASSIGN(ids_cap_, be_->alloc(DType::i32, {n}));
+    if (c.mla) {
+      const MlaConfig& ml = *c.mla;
+      SPK_ASSIGN(cap_.mla_q, be_->alloc(DType::f32, {n, hq * ml.qk_head_dim()}));
+      SPK_ASSIGN(cap_.mla_qa, be_->alloc(DType::f32, {n, std::max(ml.q_lora_rank, 1)}));
+      SPK_ASSIGN(cap_.mla_latent, be_->alloc(DType::f32, {n, ml.kv_lora_rank}));
+      SPK_ASSIGN(cap_.mla_kpe, be_->alloc(DType::f32, {n, ml.qk_rope_head_dim}));
+      SPK_ASSIGN(cap_.mla_out, be_->alloc(DType::f32, {n, hq * ml.v_head_dim}));
+    }
     if (c.moe) {  // the widest of the MoE layers' router logits and slots
       int64_t R = 0, S = 0;
       for (const auto& L : layers_)
@@ -330,6 +350,13 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
                             {&a.moe_ids, &cap_.moe_ids},
                             {&a.moe_w, &cap_.moe_w}})
       *dst = src->rows(0, n);
+  if (cfg_.mla)
+    for (auto [dst, src] : {std::pair{&a.mla_q, &cap_.mla_q},
+                            {&a.mla_qa, &cap_.mla_qa},
+                            {&a.mla_latent, &cap_.mla_latent},
+                            {&a.mla_kpe, &cap_.mla_kpe},
+                            {&a.mla_out, &cap_.mla_out}})
+      *dst = src->rows(0, n);
   Tensor ids = ids_cap_.rows(0, n);
   SPK_TRY(be_->begin_step(meta));  // first: the uploads below are queued in the step (one graph)
   SPK_TRY(embed_.upload_ids(*be_, batch.tokens, ids));
@@ -342,7 +369,7 @@ Status Transformer::run(const StepBatch& batch, Tensor* logits_out) {
     } else {  // residual += previous MLP output; h = norm(residual)
       SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.input_layernorm.w, L.input_layernorm.eps, a.h));
     }
-    SPK_TRY(L.self_attn.forward(*be_, a, inv_freq_, kv_[l]));
+    SPK_TRY(L.forward_attn(*be_, a, inv_freq_, kv_[l]));
     SPK_TRY(be_->add_rmsnorm(a.resid, a.delta, L.post_attention_layernorm.w, L.post_attention_layernorm.eps,
                              a.h));
     SPK_TRY(L.forward_mlp(*be_, a));

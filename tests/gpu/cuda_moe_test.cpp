@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/device_buffer.h"
 #include "runtime/model/model.h"
-#include "tests/model/random_moe_model.h"
+#include "tests/model/random_mla_model.h"
 
 namespace spk::test {
 namespace {
@@ -281,6 +281,19 @@ TEST_P(CudaMoeModel, GreedyTokensMatchCpuFor64Tokens) {
 INSTANTIATE_TEST_SUITE_P(Families, CudaMoeModel,
                          ::testing::Values(Arch::qwen3_moe, Arch::qwen2_moe, Arch::mixtral),
                          [](const auto& i) { return std::string(rt::arch_name(i.param)); });
+
+// DeepSeek-V3's multi-head latent attention has no CUDA kernels yet: the model is refused at load, before
+// any weight moves, naming MLA and the backend that runs it.
+TEST(CudaMla, DeepseekV3IsRefusedNamingMla) {
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) GTEST_SKIP() << "gpu test skipped: " << why;
+  const rt::ModelConfig cfg = small_mla_config();
+  auto m = rt::Model::load(cfg, random_mla_weights(cfg, 1), {.backend = "cuda"});
+  ASSERT_FALSE(m.ok());
+  const std::string e = m.error().what();
+  EXPECT_NE(e.find("mla (multi-head latent attention)"), std::string::npos) << e;
+  EXPECT_NE(e.find("--backend cpu"), std::string::npos) << e;
+}
 
 }  // namespace
 }  // namespace spk::test

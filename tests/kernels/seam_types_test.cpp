@@ -72,4 +72,47 @@ TEST(SeamTypes, UnsupportedVariantsAreRefusedNamingVariantAndBackend) {
       << st.error().what();
 }
 
+// A backend with only the defaults for MLA (as the CUDA backend today): DeepSeek-style models are refused by
+// name, with the backend that runs them, and its MLA ops refuse rather than crash.
+class NoMlaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "gpu-without-mla"; }
+  Device device() const override { return Device::cpu; }
+  Result<Tensor> alloc(DType, std::vector<int64_t>) override { return Tensor{}; }
+  Result<Tensor> import_weight(const void*, DType, std::vector<int64_t>, std::shared_ptr<void>,
+                               DType) override {
+    return Tensor{};
+  }
+  Status upload(const Tensor&, const void*, size_t) override { return ok_status(); }
+  Status download(const Tensor&, void*, size_t) override { return ok_status(); }
+  Status begin_step(const StepMeta&) override { return ok_status(); }
+  Status embedding(const Tensor&, const Tensor&, Tensor&) override { return ok_status(); }
+  Status rmsnorm(const Tensor&, const Tensor&, float, Tensor&) override { return ok_status(); }
+  Status add_rmsnorm(Tensor&, const Tensor&, const Tensor&, float, Tensor&) override { return ok_status(); }
+  Status linear(const Tensor&, const LinearWeight&, const Tensor*, Tensor&) override { return ok_status(); }
+  Status rope(Tensor&, Tensor&, const Tensor&) override { return ok_status(); }
+  Status kv_write(const Tensor&, const Tensor&, KvCache&) override { return ok_status(); }
+  Status attention(const Tensor&, const KvCache&, const AttnSpec&, Tensor&) override { return ok_status(); }
+  Status silu_mul(const Tensor&, const Tensor&, Tensor&) override { return ok_status(); }
+  Status gather_rows(const Tensor&, const Tensor&, Tensor&) override { return ok_status(); }
+};
+
+TEST(SeamTypes, MlaIsRefusedByABackendWithoutItNamingMlaAndTheCpuBackend) {
+  NoMlaBackend be;
+  const Status st = require_support(be, AttnKind::mla, "DeepseekV3ForCausalLM attention");
+  ASSERT_FALSE(st.ok());
+  const std::string msg = st.error().what();
+  for (const char* want : {"DeepseekV3ForCausalLM attention", "mla (multi-head latent attention)",
+                           "'gpu-without-mla'", "--backend cpu"})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << " in: " << msg;
+  Tensor t;
+  KvCache c;
+  AttnSpec spec;
+  EXPECT_FALSE(be.mla_rope(t, t, t, spec).ok());
+  EXPECT_FALSE(be.mla_kv_write(t, t, c, spec).ok());
+  const Status a = be.mla_attention(t, c, t, spec, t);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(std::string(a.error().what()).find("mla (multi-head latent attention)"), std::string::npos);
+}
+
 }  // namespace

@@ -1,12 +1,12 @@
 // The memory plan on the CPU backend (issues 42, 44): activations planned from what a step allocates
-// (logits only for the sampled rows), reserved before the KV pool, nothing allocated after it; dense, MoE
-// and a vocabulary-sized regression.
+// (logits only for the sampled rows), reserved before the KV pool, nothing allocated after it; dense, MoE,
+// MLA and a vocabulary-sized regression.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "runtime/model/model.h"
-#include "tests/model/random_moe_model.h"
+#include "tests/model/random_mla_model.h"
 #include "tests/model/step_memory_check.h"
 
 namespace spk::test {
@@ -36,6 +36,19 @@ TEST(StepMemory, MixtureOfExpertsStepsAllocateNothingAfterThePool) {
     const uint64_t seed = std::random_device{}();
     SCOPED_TRACE("seed " + std::to_string(seed));
     auto m = load_cpu(c, random_moe_weights(c, seed));
+    ASSERT_TRUE(m);
+    check_step_memory(*m, {89, 7, 128, 16});
+  }
+}
+
+// DeepSeek-V3: the MLA buffers (q, q_a, latent, k_pe, out) are planned and reserved with the rest; the
+// latent pool and the reference path's per-call host scratch are outside the backend's counters.
+TEST(StepMemory, MlaStepsAllocateNothingAfterThePool) {
+  for (bool q_lora : {true, false}) {
+    MlaVariant v;
+    v.q_lora = q_lora;
+    const rt::ModelConfig c = small_mla_config(v);
+    auto m = load_cpu(c, random_mla_weights(c, 11));
     ASSERT_TRUE(m);
     check_step_memory(*m, {89, 7, 128, 16});
   }

@@ -1,15 +1,15 @@
 // Tensor-parallel mixture-of-experts models on the CPU backend, one rank per thread over Gloo on
 // loopback: every expert sharded along its intermediate dimension, one all-reduce per MoE layer. For
-// Qwen3-MoE, Qwen2-MoE (gated shared expert) and Mixtral, in both checkpoint layouts, TP=2 and TP=4 give
-// the same greedy tokens as TP=1 and logits within 1e-4 relative (a prefill of several sequences with
-// every row's logits, then greedy decode steps).
+// Qwen3-MoE, Qwen2-MoE (gated shared expert), Mixtral and DeepSeek-V3 (MLA by heads), in both layouts, TP=2
+// and TP=4 give the same greedy tokens as TP=1 and logits within 1e-4 relative (a prefill of several
+// sequences with every row's logits, then greedy decode steps).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "runtime/dist/process_group.h"
 #include "runtime/model/model.h"
-#include "tests/model/random_moe_model.h"
+#include "tests/model/random_mla_model.h"
 #include "tests/tp/tp_test_util.h"
 
 namespace spk::test {
@@ -71,20 +71,16 @@ double max_rel_err(const std::vector<float>& got, const std::vector<float>& want
   return err / std::max(mx, 1e-30);
 }
 
-class TpMoeTest : public ::testing::TestWithParam<std::tuple<Arch, bool>> {};
-
-TEST_P(TpMoeTest, WorldsTwoAndFourMatchOneRank) {
-  const auto [arch, fused] = GetParam();
-  const rt::ModelConfig cfg = small_moe_config(arch);
-  auto weights = random_moe_weights(cfg, 1234, fused);
+// TP=2 and TP=4 of `cfg` give TP=1's greedy tokens and logits within 1e-4 relative.
+void expect_worlds_match_one_rank(const rt::ModelConfig& cfg,
+                                  const std::shared_ptr<rt::WeightSource>& weights, const std::string& name) {
   auto single = rt::Model::load(cfg, weights, {.threads = 1});
   ASSERT_TRUE(single.ok()) << single.error().what();
   auto want = run(**single);
   ASSERT_TRUE(want.ok()) << want.error().what();
 
   for (int world : {2, 4}) {
-    SCOPED_TRACE(std::string(rt::arch_name(arch)) + (fused ? " fused" : "") + " world " +
-                 std::to_string(world));
+    SCOPED_TRACE(name + " world " + std::to_string(world));
     std::vector<Trace> got(world);
     const auto errors = run_world(world, [&](int r, rt::dist::Communicator& comm) -> Status {
       auto m = rt::Model::load(cfg, weights, {.tp_rank = r, .tp_world = world, .threads = 1, .comm = &comm});
@@ -103,6 +99,27 @@ TEST_P(TpMoeTest, WorldsTwoAndFourMatchOneRank) {
       for (size_t s = 0; s < want->logits.size(); ++s)
         EXPECT_LT(max_rel_err(got[r].logits[s], want->logits[s]), 1e-4) << "rank " << r << " step " << s;
     }
+  }
+}
+
+class TpMoeTest : public ::testing::TestWithParam<std::tuple<Arch, bool>> {};
+
+TEST_P(TpMoeTest, WorldsTwoAndFourMatchOneRank) {
+  const auto [arch, fused] = GetParam();
+  const rt::ModelConfig cfg = small_moe_config(arch);
+  expect_worlds_match_one_rank(cfg, random_moe_weights(cfg, 1234, fused),
+                               std::string(rt::arch_name(arch)) + (fused ? " fused" : ""));
+}
+
+// DeepSeek-V3: MLA sharded by heads (q_b / q_proj and kv_b column-parallel, o_proj row-parallel, the latent
+// replicated), experts and the shared expert along their intermediate dimension.
+TEST(TpMla, DeepseekV3WorldsTwoAndFourMatchOneRank) {
+  for (bool q_lora : {true, false}) {
+    MlaVariant v;
+    v.q_lora = q_lora, v.bias = !q_lora;
+    const rt::ModelConfig cfg = small_mla_config(v);
+    expect_worlds_match_one_rank(cfg, random_mla_weights(cfg, 77, !q_lora),
+                                 q_lora ? "deepseek_v3 q_lora" : "deepseek_v3 q_proj fused");
   }
 }
 
