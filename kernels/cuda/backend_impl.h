@@ -210,6 +210,7 @@ class CudaBackend final : public Backend {
   // rule applies and its switch is on, and says whether it did ----
   void remember_gemv(const GemvSegment& seg, int m, int k, const float* x);
   bool fuse_gemv_group(const GemvSegment& seg, const float* x, int m, int k);
+  void remember_w4a16(const W4A16Op& op);
   bool fuse_w4a16_group(const W4A16Segment& seg, const float* x, int m);
   void remember_rope(const RopeOp& r);
   void remember_norm(const float* x, const float* w, float eps, float* out, int rows, int dim);

@@ -35,7 +35,7 @@ Status CudaBackend::linear_w4a16(const Tensor& x, const LinearWeight& w, const T
   W4A16Op op;
   op.g.segs[0] = seg, op.g.n = 1, op.x = xp, op.m = M, op.sm_count = sms;
   launch(OpId::linear_w4a16, launch_w4a16, op, kStream);
-  ph_.w4a16 = op;  // after launch(), which forgets the peepholes
+  remember_w4a16(op);
   return ok_status();
 }
 
