@@ -77,7 +77,7 @@ Result<ExpertWeights> load_expert_2d(Backend& be, const WeightSource& src, const
           "backend '" + std::string(be.name()) + "' runs mixture-of-experts experts in " +
               "dense formats only, and " + module(gate) + " is " + q->describe(),
           "serve this checkpoint with --backend cpu, or a dense (bf16) checkpoint on this backend (CUDA: "
-          "unset SPARKCTL_INT4_EXPERTS=0, which turned the int4 expert kernels off)");
+          "SPARKCTL_INT4_EXPERTS=0 turned the int4 expert kernels off: unset it)");
     SPK_ASSIGN(e.gate, load_gptq_linear(be, src, *q, module(gate), I, H, s, all_h));
     SPK_ASSIGN(e.up, load_gptq_linear(be, src, *q, module(up), I, H, s, all_h));
     SPK_ASSIGN(e.down, load_gptq_linear(be, src, *q, module(down), H, I, all_h, s));
