@@ -11,36 +11,13 @@
 
 #include "runtime/checkpoint/synth_model.h"
 #include "runtime/model/model.h"
+#include "tests/model/prefill_logits.h"
 #include "tests/model/random_mla_model.h"
 
 namespace spk::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<float> run_prefill(rt::Model& m, const std::vector<int32_t>& tokens, int from, int to, bool all) {
-  rt::StepBatch b;
-  rt::SeqSlice s;
-  s.q_start = 0, s.q_len = to - from, s.ctx_len = to;
-  for (int i = 0; i < 8; ++i) s.block_table.push_back(i);
-  for (int p = from; p < to; ++p) {
-    if (all || p == to - 1) b.logit_rows.push_back(static_cast<int32_t>(b.tokens.size()));
-    b.tokens.push_back(tokens[p]);
-    b.positions.push_back(p);
-  }
-  b.seqs = {s};
-  std::vector<float> logits;
-  auto st = m.forward(b, logits);
-  EXPECT_TRUE(st.ok()) << st.error().what();
-  return logits;
-}
-
-double rel_err(const float* got, const std::vector<double>& want) {
-  double mx = 0, err = 0;
-  for (double w : want) mx = std::max(mx, std::fabs(w));
-  for (size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(got[i] - want[i]));
-  return err / std::max(mx, 1e-30);
-}
 
 uint64_t test_seed() {
   const char* e = std::getenv("SPARKCTL_TEST_SEED");
@@ -78,10 +55,10 @@ TEST_P(MlaModelTest, MatchesNaiveDoubleReferenceInBothLayouts) {
     auto m = rt::Model::load(cfg, w, {.threads = 2});
     ASSERT_TRUE(m.ok()) << m.error().what();
     ASSERT_TRUE((*m)->allocate_kv(8, 4).ok());
-    const auto logits = run_prefill(**m, toks, 0, 19, true);
+    const auto logits = prefill_logits(**m, toks, 0, 19, true);
     const auto want = ref::mla_forward(cfg, *w, toks);
     for (int t = 0; t < 19; ++t)
-      EXPECT_LE(rel_err(logits.data() + t * cfg.vocab_size, want[t]), 1e-5) << "position " << t;
+      EXPECT_LE(max_rel_err(logits.data() + t * cfg.vocab_size, want[t]), 1e-5) << "position " << t;
     if (!fused)
       per_expert = logits;
     else
@@ -99,12 +76,12 @@ TEST_P(MlaModelTest, DecodeAfterPrefillEqualsLongerPrefill) {
   auto inc = rt::Model::load(cfg, w, {.threads = 2});
   ASSERT_TRUE(full.ok() && inc.ok());
   ASSERT_TRUE((*full)->allocate_kv(8, 4).ok() && (*inc)->allocate_kv(8, 4).ok());
-  (void)run_prefill(**inc, toks, 0, 7, false);
+  (void)prefill_logits(**inc, toks, 0, 7, false);
   for (int p = 7; p < 14; ++p) {
-    const auto got = run_prefill(**inc, toks, p, p + 1, false);
-    const auto want = run_prefill(**full, toks, 0, p + 1, false);
+    const auto got = prefill_logits(**inc, toks, p, p + 1, false);
+    const auto want = prefill_logits(**full, toks, 0, p + 1, false);
     const std::vector<double> wd(want.begin(), want.end());
-    EXPECT_LE(rel_err(got.data(), wd), 1e-5) << "decode at position " << p;
+    EXPECT_LE(max_rel_err(got.data(), wd), 1e-5) << "decode at position " << p;
   }
 }
 
@@ -235,7 +212,7 @@ TEST(MlaModel, SynthPresetsLoadAndRun) {
     ASSERT_TRUE(m.ok()) << m.error().what();
     ASSERT_TRUE((*m)->config().mla.has_value());
     ASSERT_TRUE((*m)->allocate_kv(4, 16).ok());
-    const auto logits = run_prefill(**m, {9707, 11, 1879, 0, 42}, 0, 5, false);
+    const auto logits = prefill_logits(**m, {9707, 11, 1879, 0, 42}, 0, 5, false);
     ASSERT_EQ(logits.size(), static_cast<size_t>(rep->config.vocab_size));
     for (float x : logits) ASSERT_TRUE(std::isfinite(x));
   }
