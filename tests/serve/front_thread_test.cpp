@@ -51,15 +51,7 @@ TEST(FrontThread, HealthAndMetricsStayFastBesideReadsOfALargeStoredResponse) {
       "/health %.1f ms idle; beside 64 readers of a 4 MiB response (%d reads), median/worst: "
       "/health %.1f/%.1f ms, /metrics %.1f/%.1f ms\n",
       idle.median_ms, load.reads, health.median_ms, health.worst_ms, metrics.median_ms, metrics.worst_ms);
-  EXPECT_GT(load.reads, 64);
-  EXPECT_EQ(load.bad, 0);
-  // The test's own 64 reader threads (and, under ctest -j, other tests) share the cores with the server:
-  // a probe waits for the scheduler now and then, 10-25 ms median on an idle 2-core VM. The front thread
-  // doing the copies and writes itself: ~1 s median (975 ms measured), so the median tells them apart.
-  EXPECT_LT(health.median_ms, 250.0);
-  EXPECT_LT(metrics.median_ms, 250.0);
-  EXPECT_LT(health.worst_ms, 2000.0);
-  EXPECT_LT(metrics.worst_ms, 2000.0);
+  expect_probes_unhurt(load);
 }
 
 }  // namespace
